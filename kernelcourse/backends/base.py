@@ -1,0 +1,112 @@
+"""The one small interface every backend offers.
+
+A backend moves arrays between NumPy and the device, makes views into device
+buffers (the verification harness surrounds C with canary zones and hands the
+kernel only the middle), synchronizes, and times with device events. The C
+backends (cuda, hip) also compile a .cu file into a launchable Kernel.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..args import pack
+from ..source import KernelSource, Param
+from .compile_only import ResourceUsage
+
+# Operand precisions of the course. tf32 means float32 operands multiplied in the
+# matrix units' reduced-precision mode; its arrays are ordinary float32.
+STORAGE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def ceil_div(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+class Backend(ABC):
+    name: str
+    device: object
+    label: str = ""       # how timings from this backend must be labelled
+
+    @abstractmethod
+    def to_device(self, host: np.ndarray, dtype: str = "fp32"):
+        """Copy a NumPy array to the device, stored in the course precision `dtype`."""
+
+    @abstractmethod
+    def to_host(self, array) -> np.ndarray:
+        """Copy back; 16-bit floats come back widened to float32 (exactly)."""
+
+    @abstractmethod
+    def view(self, array, offset: int, shape: tuple[int, ...]):
+        """A view of `shape` into a flat device array, starting `offset` elements in."""
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    @abstractmethod
+    def event(self):
+        """A device event with .record(); elapsed_ms(start, stop) reads a pair."""
+
+    @abstractmethod
+    def elapsed_ms(self, start, stop) -> float: ...
+
+    def library_gemm(self, dtype: str):
+        """The vendor library's GEMM in the same precision: f(A, B, C) writes C = A @ B."""
+        raise NotImplementedError(f"{self.name} has no vendor-library GEMM")
+
+
+@dataclass
+class Kernel:
+    """A compiled C kernel: call it with (grid, block, args) and it checks the args first."""
+
+    name: str
+    params: list[Param]
+    resources: ResourceUsage | None
+    _launch: object            # backend function(grid, block, packed_args, shared_mem)
+    _backend: "CBackend"
+
+    def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
+        packed = pack(self.name, self.params, args, self._backend.dtype_of,
+                      self._backend.is_device_array)
+        grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+        threads = block[0] * block[1] * block[2]
+        if threads > 1024:
+            raise ValueError(f"{self.name}: a block of {block} is {threads} threads; "
+                             "the hardware maximum is 1024 on both vendors")
+        self._launch(grid, block, packed, shared_mem)
+
+
+class CBackend(Backend):
+    """A backend that compiles course .cu files (cuda through NVRTC, hip through hiprtc)."""
+
+    @abstractmethod
+    def _build(self, source: KernelSource, defines: dict | None, options: tuple):
+        """Compile; return (module handle, {kernel: ResourceUsage})."""
+
+    @abstractmethod
+    def _launcher(self, module, kernel_name: str):
+        """A function(grid, block, packed_args, shared_mem) that launches kernel_name."""
+
+    @abstractmethod
+    def dtype_of(self, array) -> str: ...
+
+    @abstractmethod
+    def is_device_array(self, value) -> bool: ...
+
+    def compile(self, source, kernel_name: str, defines: dict | None = None,
+                options: tuple[str, ...] = ()) -> Kernel:
+        """Compile `kernel_name` from a .cu file (or source text) with `-D` defines."""
+        src = KernelSource.load(source)
+        params = src.params_of(kernel_name)
+        module, resources = self._build(src, defines, tuple(options))
+        return Kernel(kernel_name, params, resources.get(kernel_name),
+                      self._launcher(module, kernel_name), self)
+
+
+def _dim3(value, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise ValueError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))

@@ -1,0 +1,91 @@
+"""The CUDA backend: NVRTC compiles, CuPy loads and launches, CUDA events time.
+
+A kernel file is compiled by NVRTC for the exact architecture of the GPU in the
+machine (`-arch=sm_90` on an H200), through the same function that builds the
+cubins reported on a CPU-only machine; CuPy's RawModule loads that cubin and
+launches its kernels with scalars passed as explicit NumPy types.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import detect
+from .base import STORAGE, CBackend
+from .compile_only import nvrtc_compile
+
+
+class CudaBackend(CBackend):
+    name = "cuda"
+    label = "GPU (CUDA events)"
+
+    def __init__(self):
+        import cupy
+        self.cupy = cupy
+        self.device = detect()
+        if self.device.vendor != "nvidia":
+            raise RuntimeError("the cuda backend needs an NVIDIA GPU; "
+                               f"this machine has: {self.device.describe()}")
+        self._modules = {}
+
+    # -- compiling and launching
+    def _build(self, source, defines, options):
+        build = nvrtc_compile(source, self.device.arch, defines, options)
+        if build.path not in self._modules:
+            self._modules[build.path] = self.cupy.RawModule(path=str(build.path))
+        return self._modules[build.path], build.resources
+
+    def _launcher(self, module, kernel_name):
+        function = module.get_function(kernel_name)
+
+        def launch(grid, block, args, shared_mem):
+            function(grid, block, tuple(args), shared_mem=shared_mem)
+        return launch
+
+    def dtype_of(self, array) -> str:
+        return str(array.dtype)
+
+    def is_device_array(self, value) -> bool:
+        return isinstance(value, self.cupy.ndarray)
+
+    # -- arrays
+    def to_device(self, host, dtype="fp32"):
+        if dtype == "bf16":
+            raise ValueError("CuPy has no bfloat16 arrays: use the triton backend for bf16")
+        return self.cupy.asarray(np.ascontiguousarray(host, dtype=STORAGE[dtype]))
+
+    def to_host(self, array):
+        host = self.cupy.asnumpy(array)
+        return host.astype(np.float32) if host.dtype == np.float16 else host
+
+    def view(self, array, offset, shape):
+        count = int(np.prod(shape))
+        return array[offset:offset + count].reshape(shape)
+
+    # -- time
+    def synchronize(self):
+        self.cupy.cuda.Device().synchronize()
+
+    def event(self):
+        return _CupyEvent(self.cupy.cuda.Event())
+
+    def elapsed_ms(self, start, stop):
+        stop.event.synchronize()
+        return self.cupy.cuda.get_elapsed_time(start.event, stop.event)
+
+    def library_gemm(self, dtype):
+        """cuBLAS through CuPy. fp32 is true SGEMM: CuPy uses TF32 only if CUPY_TF32=1."""
+        if dtype not in ("fp32", "fp16"):
+            raise ValueError(f"the cuda backend's library GEMM covers fp32 and fp16, not {dtype}")
+        cupy = self.cupy
+
+        def gemm(A, B, C):
+            cupy.matmul(A, B, out=C)
+        return gemm
+
+
+class _CupyEvent:
+    def __init__(self, event):
+        self.event = event
+
+    def record(self):
+        self.event.record()

@@ -1,0 +1,83 @@
+"""The Triton backend: @triton.jit kernels on torch tensors.
+
+On a GPU, Triton compiles the kernel for the device and torch's CUDA events
+time it (ROCm builds of torch answer to the same 'cuda' device name). With no
+GPU, kernels run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1,
+set by `import kernelcourse`): results are real and checkable, timings are
+wall-clock interpreter times and are labelled so.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..device import detect
+from .base import STORAGE, Backend
+
+
+def interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class TritonBackend(Backend):
+    name = "triton"
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+        self.device = detect()
+        gpu = torch.cuda.is_available()
+        if gpu and interpreted():
+            raise RuntimeError("a GPU is present but TRITON_INTERPRET=1 is set: unset it "
+                               "to compile for the GPU")
+        if not gpu and not interpreted():
+            raise RuntimeError("no GPU for Triton: set TRITON_INTERPRET=1 (import kernelcourse "
+                               "first, which does it) to run kernels in the interpreter")
+        self.torch_device = "cuda" if gpu else "cpu"
+        self.label = "GPU (torch CUDA events)" if gpu else "CPU interpreter (wall clock, not GPU performance)"
+
+    def to_device(self, host, dtype="fp32"):
+        t = self.torch.from_numpy(np.ascontiguousarray(host, dtype=np.float32))
+        return t.to(device=self.torch_device, dtype=getattr(self.torch, STORAGE[dtype]))
+
+    def to_host(self, array):
+        if array.dtype in (self.torch.float16, self.torch.bfloat16):
+            array = array.float()
+        return array.detach().cpu().numpy()
+
+    def view(self, array, offset, shape):
+        count = int(np.prod(shape))
+        return array[offset:offset + count].view(*shape)
+
+    def synchronize(self):
+        if self.torch_device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def event(self):
+        if self.torch_device == "cuda":
+            return self.torch.cuda.Event(enable_timing=True)
+        return _WallClockEvent()
+
+    def elapsed_ms(self, start, stop):
+        if self.torch_device == "cuda":
+            stop.synchronize()
+            return start.elapsed_time(stop)
+        return (stop.t - start.t) * 1e3
+
+    def library_gemm(self, dtype):
+        """torch.matmul: cuBLAS or hipBLAS(Lt) on a GPU. fp32 without TF32; tf32 with it."""
+        torch = self.torch
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+
+        def gemm(A, B, C):
+            torch.matmul(A, B, out=C)
+        return gemm
+
+
+class _WallClockEvent:
+    t = 0.0
+
+    def record(self):
+        self.t = time.perf_counter()

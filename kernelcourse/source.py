@@ -1,0 +1,102 @@
+"""Kernel source files: reading them, naming their options, and reading their signatures.
+
+A course kernel is one `.cu` file with `extern "C"` entry points. The same file
+goes to NVRTC, hiprtc, nvcc and hipcc; what changes between builds arrives as
+`-D` defines (tile sizes, for instance), never as edits to the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+KERNEL_INCLUDE_DIR = Path(__file__).resolve().parent / "kernels"
+
+# `extern "C" __global__ [__launch_bounds__(...)] void name(params)`
+_ENTRY = re.compile(
+    r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)',
+    re.S,
+)
+_QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: its C type (e.g. 'float*', 'int') and its name."""
+
+    ctype: str
+    name: str
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.ctype.endswith("*")
+
+
+def parse_params(text: str) -> list[Param]:
+    params = []
+    for raw in text.split(","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        stars = raw.count("*")
+        words = [w for w in raw.replace("*", " ").split() if w not in _QUALIFIERS]
+        if len(words) < 2:
+            raise ValueError(f"cannot read kernel parameter '{raw}'")
+        params.append(Param(" ".join(words[:-1]) + "*" * stars, words[-1]))
+    return params
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The text of a kernel file and the name its diagnostics should carry."""
+
+    text: str
+    filename: str
+
+    @classmethod
+    def load(cls, source: "str | Path | KernelSource") -> "KernelSource":
+        """Accept a path to a .cu file, a KernelSource, or kernel text itself."""
+        if isinstance(source, KernelSource):
+            return source
+        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
+                                         and source.endswith((".cu", ".cpp", ".hip"))):
+            path = Path(source)
+            if not path.is_file():
+                raise FileNotFoundError(f"kernel source {path} does not exist")
+            return cls(path.read_text(), _display_name(path))
+        return cls(str(source), "kernel.cu")
+
+    def entry_points(self) -> dict[str, list[Param]]:
+        """Every `extern "C" __global__` function of the file, with its parameters."""
+        return {m.group(1): parse_params(m.group(2)) for m in _ENTRY.finditer(self.text)}
+
+    def params_of(self, kernel_name: str) -> list[Param]:
+        entries = self.entry_points()
+        if kernel_name not in entries:
+            known = ", ".join(entries) or "none"
+            raise KeyError(
+                f"{self.filename} has no extern \"C\" __global__ function '{kernel_name}' "
+                f"(found: {known})")
+        return entries[kernel_name]
+
+    def fingerprint(self, *parts: str) -> str:
+        """A hash of this source, the shared prelude and every option that changes the build."""
+        h = hashlib.sha256()
+        for piece in (self.text, (KERNEL_INCLUDE_DIR / "portable.h").read_text(), *parts):
+            h.update(piece.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:32]
+
+
+def define_options(defines: dict | None) -> list[str]:
+    """{'TILE': 32} -> ['-DTILE=32'], in a stable order so that cache keys are stable."""
+    return [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+
+
+def _display_name(path: Path) -> str:
+    """The path relative to the working directory when possible: what a student recognises."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

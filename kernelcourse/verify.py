@@ -1,0 +1,230 @@
+"""The verification harness: is this GEMM right, and if not, what is wrong with it?
+
+One call, `verify(impl)`, runs a GEMM implementation (a C kernel on any backend,
+a Triton kernel, a student's file) over a suite of shapes and compares each
+result with a float64 reference. Around every run:
+
+  * C is poisoned with NaN first, so an element nobody wrote is found;
+  * C sits between two canary zones, so a write outside C is found and named;
+  * the run is repeated and the results compared bit for bit, so a race shows;
+  * inputs are fresh random numbers for every shape, never zeros.
+
+The pattern of failures across the suite is then read back in module A06's
+words: which boundary guard, which barrier, or which precision is at fault.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .gemm import Shape, Suite, default_suite, make_inputs, reference
+
+# Relative error max|C - ref| / max|ref| allowed per operand precision:
+#  fp32: the module's 1e-4, about 25x the sqrt(K)*eps rounding of a correct fp32 sum;
+#  tf32: operands rounded to a 10-bit mantissa (eps 4.9e-4 each, about 1e-3 a product);
+#  fp16: output rounded to fp16 (eps 4.9e-4) after an fp32 accumulation; 4x headroom;
+#  bf16: output rounded to bf16 (eps 3.9e-3); 2.5x headroom.
+# Any real bug (a missing guard, barrier or zero-fill, a wrong index) gives O(1e-2..1).
+TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-3, "bf16": 1e-2}
+OUTPUT_DTYPE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}
+CANARY = -3072.0          # exact in fp32, fp16 and bf16; no GEMM of our inputs produces it
+
+
+@dataclass
+class GemmImpl:
+    """A GEMM to check or time: run(A, B, C, M, N, K) writes C = A @ B on `backend`.
+
+    A (M x K), B (K x N) and C (M x N) are row-major device arrays; C is a view
+    into a larger buffer, so writing outside it is caught.
+    """
+
+    name: str
+    backend: object
+    run: Callable
+    dtype: str = "fp32"
+
+    def __call__(self, A, B, C, M, N, K):
+        self.run(A, B, C, M, N, K)
+
+
+@dataclass
+class ShapeResult:
+    shape: Shape
+    ragged: dict
+    rel_error: float = float("nan")
+    unwritten: int = 0                  # elements still holding the NaN poison
+    nonfinite: int = 0                  # Inf written
+    bad: int = 0                        # elements beyond tolerance (NaN included)
+    bad_rows: tuple = ()                # first and last row with a bad element
+    bad_cols: tuple = ()
+    oob_before: int = 0                 # canary elements overwritten before C
+    oob_after: int = 0                  # ... and after C
+    moved: bool = False                 # repeated runs differ
+    crash: str | None = None
+    tolerance: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return (self.crash is None and not self.moved and self.bad == 0
+                and self.oob_before == 0 and self.oob_after == 0)
+
+    @property
+    def aligned(self) -> bool:
+        return not any(self.ragged.values())
+
+
+@dataclass
+class Report:
+    impl: str
+    dtype: str
+    suite: str
+    results: list[ShapeResult] = field(default_factory=list)
+    diagnosis: str = ""
+    cause: str = ""                     # short code: ok, crash, store_guard, grid, race, ...
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def table(self) -> str:
+        lines = [f"{'shape':>16}  {'rel error':>9}  {'result':6}  what it exercises"]
+        for r in self.results:
+            err = "crash" if r.crash else f"{r.rel_error:9.2e}"
+            flags = [name for name, on in (("unwritten", r.unwritten), ("out-of-bounds",
+                     r.oob_before + r.oob_after), ("moved", r.moved), ("inf", r.nonfinite)) if on]
+            status = "PASS" if r.passed else "FAIL"
+            lines.append(f"{str(r.shape):>16}  {err:>9}  {status:6}  {r.shape.why}"
+                         + (f"  [{', '.join(flags)}]" if flags else ""))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return (f"{verdict}: {self.impl} ({self.dtype}, {len(self.results)} shapes, "
+                f"tolerance {TOLERANCE[self.dtype]:.0e})\n{self.table()}\n{self.diagnosis}")
+
+
+def canary_length(N: int) -> int:
+    """Room for a block tile of up to 256 rows hanging past C's last row."""
+    return 256 * (N + 1)
+
+
+def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> ShapeResult:
+    backend, dtype = impl.backend, impl.dtype
+    M, N, K = shape.M, shape.N, shape.K
+    result = ShapeResult(shape, suite.ragged(shape), tolerance=TOLERANCE[dtype])
+    A, B = make_inputs(shape, dtype, rng)
+    ref = reference(A, B)
+    pad = canary_length(N)
+    guarded = np.full(2 * pad + M * N, CANARY, dtype=np.float32)
+    guarded[pad:pad + M * N] = np.nan
+    outputs = []
+    try:
+        dA, dB = backend.to_device(A, dtype), backend.to_device(B, dtype)
+        for _ in range(repeats):
+            buffer = backend.to_device(guarded, OUTPUT_DTYPE[dtype])
+            impl(dA, dB, backend.view(buffer, pad, (M, N)), M, N, K)
+            backend.synchronize()
+            outputs.append(backend.to_host(buffer))
+    except Exception as exc:                 # a crash is a verdict, not the harness's failure
+        result.crash = f"{type(exc).__name__}: {exc}".strip()
+        return result
+    first = outputs[0]
+    result.oob_before = int(np.sum(first[:pad] != CANARY))
+    result.oob_after = int(np.sum(first[pad + M * N:] != CANARY))
+    result.moved = any(not np.array_equal(first, o, equal_nan=True) for o in outputs[1:])
+    C = first[pad:pad + M * N].reshape(M, N).astype(np.float64)
+    result.unwritten = int(np.isnan(C).sum())
+    result.nonfinite = int(np.isinf(C).sum())
+    scale = float(np.max(np.abs(ref))) or 1.0
+    diff = np.abs(C - ref) / scale
+    bad = ~(diff <= result.tolerance)        # NaN compares False, so NaN is bad
+    result.bad = int(bad.sum())
+    result.rel_error = float(np.max(diff)) if result.unwritten == 0 else float("nan")
+    if result.bad:
+        rows, cols = np.nonzero(bad)
+        result.bad_rows, result.bad_cols = (int(rows.min()), int(rows.max())), (int(cols.min()), int(cols.max()))
+    return result
+
+
+def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int = 3,
+           seed: int | None = None, verbose: bool = True) -> Report:
+    """Check `impl` on every shape of `suite` (the GPU or CPU suite by default)."""
+    if suite is None:
+        suite = default_suite(getattr(impl.backend, "label", "").startswith("GPU"))
+    rng = np.random.default_rng(seed)
+    report = Report(impl.name, impl.dtype, suite.name)
+    for shape in suite.shapes:
+        report.results.append(run_shape(impl, shape, suite, rng, repeats))
+        if report.results[-1].crash and "illegal" in report.results[-1].crash.lower():
+            break                           # the context is gone: later shapes would only repeat it
+    report.cause, report.diagnosis = diagnose(report.results, suite.align)
+    if verbose:
+        print(report)
+    return report
+
+
+def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
+    """Map the pattern of failures to its cause, in the module's words."""
+    failed = [r for r in results if not r.passed]
+    if not failed:
+        worst = max(r.rel_error for r in results)
+        return "ok", f"All shapes pass; worst relative error {worst:.1e}."
+    if crashed := [r for r in failed if r.crash]:
+        r = crashed[0]
+        hint = ""
+        if "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
+            hint = (" An illegal address means a thread read or wrote outside an allocation: "
+                    "look for a load without its row < M / col < N / k < K guard, or a store "
+                    "without its guard.")
+        return "crash", f"Crashed on {r.shape} ({r.shape.why}): {r.crash}.{hint}"
+    if oob := [r for r in failed if r.oob_before or r.oob_after]:
+        r = oob[0]
+        side = "past the end of C" if r.oob_after else "before the start of C"
+        return "store_guard", (
+            f"Out-of-bounds write: {r.oob_after + r.oob_before} elements {side} on {r.shape} "
+            f"({r.shape.why}). The store is missing its guard `if (row < M && col < N)`: a "
+            "thread of the last block tile, outside C, stores anyway. C[row*N + col] with "
+            "col >= N lands in the next row (corrupting a valid result), and rows >= M run off "
+            "the end of the allocation.")
+    if holes := [r for r in failed if r.unwritten]:
+        r = holes[0]
+        return "grid", (
+            f"{r.unwritten} elements of C were never written on {r.shape} (rows "
+            f"{r.bad_rows[0]}..{r.bad_rows[1]}, cols {r.bad_cols[0]}..{r.bad_cols[1]}): the grid "
+            "does not cover C. Launch ceil(N / tile) x ceil(M / tile) blocks (round up, not down) "
+            "and check that grid x maps to columns and grid y to rows.")
+    if moving := [r for r in failed if r.moved]:
+        shapes = ", ".join(str(r.shape) for r in moving)
+        return "race", (
+            f"Results move between identical runs on {shapes}: a race on the shared tile. "
+            "Barrier 1 (after the tile load) stops a fast warp reading slots a slow one has not "
+            "written (read-after-write); barrier 2 (after the inner product) stops a fast warp "
+            "overwriting the tile while a slow one still reads it (write-after-read). Both must "
+            "be reached by every thread, never inside divergent code.")
+    names = ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in failed)
+    if any(r.aligned for r in failed):
+        errs = [r.rel_error for r in failed]
+        if max(errs) < 0.25 and not any(r.nonfinite for r in failed):
+            by_k = sorted((r.shape.K, r.rel_error) for r in results)
+            trend = ", ".join(f"K={k}: {e:.1e}" for k, e in by_k[-3:])
+            return "precision", (
+                f"Wrong by a small relative error on aligned shapes too ({names}); by K: {trend}. "
+                "Not a boundary bug: the accumulation loses precision. An fp16 (or tf32) "
+                "accumulator rounds on every add and the error grows with K: accumulate in fp32 "
+                "(acc = 0.0f; tl.zeros(..., tl.float32)) and cast only when storing.")
+        return "indexing", (
+            f"Wrong even on shapes that are multiples of every tile ({names}): not a boundary "
+            "bug but the arithmetic or indexing itself. Check A[row*K + k] and B[k*N + col], "
+            "and which thread index maps to rows and which to columns.")
+    if all(r.ragged["K"] for r in failed):
+        return "zero_fill", (
+            f"Wrong only when K is not a multiple of the tile ({names}). The last K tile "
+            "reads slots that hold stale data from the previous tile: the guarded tile load "
+            "must write 0 (`: 0.0f`, `other=0.0`) when k >= K, never skip the write. "
+            "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
+            "read only by threads whose stores the guard discards.")
+    return "edge", (
+        f"Wrong only on shapes with a ragged M or N ({names}): check the row < M / col < N "
+        "guards on the tile loads and the store, and that edge blocks still zero-fill.")
