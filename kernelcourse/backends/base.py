@@ -52,6 +52,10 @@ class Backend(ABC):
     @abstractmethod
     def elapsed_ms(self, start, stop) -> float: ...
 
+    def copy(self, dst, src) -> None:
+        """Device-to-device copy of equal-sized arrays (the bandwidth ceiling's yardstick)."""
+        raise NotImplementedError(f"{self.name} has no device copy")
+
     def library_gemm(self, dtype: str):
         """The vendor library's GEMM in the same precision: f(A, B, C) writes C = A @ B."""
         raise NotImplementedError(f"{self.name} has no vendor-library GEMM")

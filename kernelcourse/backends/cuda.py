@@ -61,6 +61,9 @@ class CudaBackend(CBackend):
         count = int(np.prod(shape))
         return array[offset:offset + count].reshape(shape)
 
+    def copy(self, dst, src):
+        self.cupy.copyto(dst, src)
+
     # -- time
     def synchronize(self):
         self.cupy.cuda.Device().synchronize()

@@ -51,6 +51,9 @@ class TritonBackend(Backend):
         count = int(np.prod(shape))
         return array[offset:offset + count].view(*shape)
 
+    def copy(self, dst, src):
+        dst.copy_(src)
+
     def synchronize(self):
         if self.torch_device == "cuda":
             self.torch.cuda.synchronize()

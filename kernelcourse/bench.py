@@ -1,0 +1,149 @@
+"""The benchmark harness: how fast is a GEMM, measured so the number means something.
+
+  * device events around each launch (the launch is asynchronous; a host clock
+    would time the queueing, not the kernel);
+  * warm-up launches first, so module loading and first-touch costs stay out;
+  * many repeats, and the median, which a single slow outlier cannot move;
+  * rotating input buffers, enough that together they overflow the L2 cache, so
+    a small problem cannot be timed out of cache;
+  * TFLOP/s as 2*M*N*K / time, and the ratio to the vendor library of the *same*
+    precision measured in the same run (fp32 means no TF32).
+Timings from the Triton interpreter on a CPU are wall-clock and carry that label.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import platform
+import statistics
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from .gemm import Shape, flops, make_inputs, min_bytes
+from .verify import OUTPUT_DTYPE, GemmImpl
+
+
+@dataclass
+class Timing:
+    name: str
+    M: int
+    N: int
+    K: int
+    dtype: str
+    ms: float                  # median over repeats
+    ms_spread: tuple           # (10th, 90th) percentile, to judge the noise
+    repeats: int
+    buffers: int               # rotating input sets used
+    tflops: float
+    gbytes_per_s: float        # the fewest bytes a GEMM must move, over the time
+    label: str                 # where the time came from (GPU events or CPU wall clock)
+    of_library: float | None = None   # fraction of the vendor library's TFLOP/s
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def rotating_sets(impl: GemmImpl, M: int, N: int, K: int, max_sets: int = 32,
+                  max_bytes: int = 8 << 30) -> list:
+    """Enough (A, B, C) sets on the device that cycling through them overflows L2 twice."""
+    backend, dtype = impl.backend, impl.dtype
+    per_set = min_bytes(M, N, K, dtype)
+    l2 = getattr(backend.device, "l2_bytes", 0) or (64 << 20)
+    count = max(2, min(max_sets, math.ceil(2 * l2 / per_set) + 1, max_bytes // per_set))
+    A, B = make_inputs(Shape(M, N, K), dtype, np.random.default_rng(0))
+    C = np.zeros((M, N), np.float32)
+    return [(backend.to_device(A, dtype), backend.to_device(B, dtype),
+             backend.to_device(C, OUTPUT_DTYPE[dtype])) for _ in range(count)]
+
+
+def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
+              repeats: int = 50) -> Timing:
+    """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones."""
+    backend = impl.backend
+    sets = rotating_sets(impl, M, N, K)
+    for i in range(warmup):
+        impl(*sets[i % len(sets)], M, N, K)
+    backend.synchronize()
+    starts = [backend.event() for _ in range(repeats)]
+    stops = [backend.event() for _ in range(repeats)]
+    for i in range(repeats):
+        A, B, C = sets[i % len(sets)]
+        starts[i].record()
+        impl(A, B, C, M, N, K)
+        stops[i].record()
+    backend.synchronize()
+    times = sorted(backend.elapsed_ms(s, e) for s, e in zip(starts, stops))
+    ms = statistics.median(times)
+    spread = (times[len(times) // 10], times[(9 * len(times)) // 10])
+    return Timing(impl.name, M, N, K, impl.dtype, ms, spread, repeats, len(sets),
+                  flops(M, N, K) / ms / 1e9, min_bytes(M, N, K, impl.dtype) / ms / 1e6,
+                  backend.label)
+
+
+def library_impl(backend, dtype: str = "fp32") -> GemmImpl:
+    """The vendor library's GEMM (cuBLAS, hipBLAS) on `backend`, in precision `dtype`."""
+    gemm = backend.library_gemm(dtype)
+    return GemmImpl(f"library ({dtype})", backend, lambda A, B, C, M, N, K: gemm(A, B, C), dtype)
+
+
+def compare(impls: list[GemmImpl], M: int, N: int, K: int, library: GemmImpl | None = None,
+            **kwargs) -> list[Timing]:
+    """Time every impl and the library in one run; fill in each one's fraction of the library."""
+    timings = [time_gemm(impl, M, N, K, **kwargs) for impl in impls]
+    if library is not None:
+        lib = time_gemm(library, M, N, K, **kwargs)
+        for t in timings:
+            t.of_library = t.tflops / lib.tflops
+        lib.of_library = 1.0
+        timings.append(lib)
+    return timings
+
+
+def table(timings: list[Timing]) -> str:
+    rows = [f"{'kernel':28} {'size':>16} {'ms':>9} {'TFLOP/s':>8} {'% library':>9}"]
+    for t in timings:
+        pct = f"{100 * t.of_library:8.1f}%" if t.of_library is not None else f"{'-':>9}"
+        rows.append(f"{t.name:28} {f'{t.M}x{t.N}x{t.K}':>16} {t.ms:9.3f} {t.tflops:8.2f} {pct}")
+    rows.append(f"(median of repeats; timed by {timings[0].label})" if timings else "")
+    return "\n".join(rows)
+
+
+def environment(backend=None) -> dict:
+    """Device, date and versions: what every results file must carry."""
+    versions = {}
+    for package in ("numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x",
+                    "hip-python", "cuda-bindings", "nvidia-cuda-nvrtc"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "python": platform.python_version(), "versions": versions}
+    if backend is not None:
+        device = backend.device
+        env["device"] = {"vendor": device.vendor, "name": device.name, "arch": device.arch,
+                         "multiprocessors": device.multiprocessors}
+        env["backend"] = backend.name
+        env["timed_by"] = backend.label
+    return env
+
+
+def save(path: str | Path, payload: dict, backend=None) -> Path:
+    """Write a results JSON with the environment block first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"environment": environment(backend), **payload}, indent=2,
+                               default=_jsonable) + "\n")
+    return path
+
+
+def _jsonable(value):
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")

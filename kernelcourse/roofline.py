@@ -1,0 +1,88 @@
+"""Roofline ceilings, from the datasheet and measured, and the plot that puts kernels on them.
+
+A kernel of arithmetic intensity I (FLOP per byte of memory traffic) can run no
+faster than min(peak FLOP/s, I x bandwidth). The ridge point, peak / bandwidth,
+is where a kernel stops being limited by memory and starts being limited by math.
+Datasheet numbers are the vendor's; measured ones (a device-to-device copy, the
+library's GEMM) are what this card does today, and they are the honest ceilings.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+# Vendor datasheet peaks, dense (no sparsity): TFLOP/s per precision, HBM TB/s.
+# fp32 is the vector (SIMT FMA) rate; fp16/bf16/tf32 are the matrix units'.
+DATASHEET = {
+    "H200": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "hbm": 4.8,
+             "source": "NVIDIA H200 SXM datasheet"},
+    "H100": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "hbm": 3.35,
+             "source": "NVIDIA H100 SXM datasheet"},
+    "A100": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "hbm": 2.039,
+             "source": "NVIDIA A100 80GB SXM datasheet"},
+    "MI300X": {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "hbm": 5.3,
+               "source": "AMD Instinct MI300X datasheet"},
+    "MI250X": {"fp32": 47.9, "fp16": 383.0, "bf16": 383.0, "hbm": 3.2,
+               "source": "AMD Instinct MI250X datasheet"},
+}
+
+
+def datasheet(device_name: str) -> dict | None:
+    for key, row in DATASHEET.items():
+        if key in device_name:
+            return row
+    return None
+
+
+def ridge_point(peak_tflops: float, bandwidth_tbs: float) -> float:
+    """FLOP per byte at which the memory roof meets the compute roof."""
+    return peak_tflops / bandwidth_tbs
+
+
+def measure_copy_bandwidth(backend, nbytes: int = 1 << 30, repeats: int = 20) -> float:
+    """Device-to-device copy in TB/s, counting bytes read plus bytes written."""
+    n = nbytes // 4
+    src = backend.to_device(np.ones(n, np.float32))
+    dst = backend.to_device(np.zeros(n, np.float32))
+    backend.copy(dst, src)
+    backend.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = backend.event(), backend.event()
+        start.record()
+        backend.copy(dst, src)
+        stop.record()
+        times.append(backend.elapsed_ms(start, stop))
+    return 2 * nbytes / statistics.median(times) / 1e9
+
+
+def plot(points: list[dict], ceilings: dict, path: str | Path, title: str) -> Path:
+    """Log-log roofline. points: {label, intensity, tflops}; ceilings: {name: (TFLOP/s, TB/s, style)}."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    x = np.logspace(-1.5, 3, 200)
+    for name, (peak, bw, style) in ceilings.items():
+        ax.plot(x, np.minimum(peak, x * bw), style, label=f"{name}: {peak:.0f} TFLOP/s, {bw:.2f} TB/s")
+        ax.axvline(ridge_point(peak, bw), color="grey", lw=0.5, ls=":")
+    for p in points:
+        ax.scatter(p["intensity"], p["tflops"], s=40, zorder=3)
+        ax.annotate(p["label"], (p["intensity"], p["tflops"]), textcoords="offset points",
+                    xytext=(6, -4), fontsize=9)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of global-memory traffic)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
