@@ -13,9 +13,10 @@ from pathlib import Path
 
 KERNEL_INCLUDE_DIR = Path(__file__).resolve().parent / "kernels"
 
-# `extern "C" __global__ [__launch_bounds__(...)] void name(params)`
+# `extern "C" __global__ void name(params)`, with __launch_bounds__(...) before or after `void`
+_BOUNDS = r'(?:__launch_bounds__\s*\([^)]*\)\s*)?'
 _ENTRY = re.compile(
-    r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)',
+    r'extern\s+"C"\s+__global__\s+' + _BOUNDS + r'void\s+' + _BOUNDS + r'(\w+)\s*\(([^)]*)\)',
     re.S,
 )
 _QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}

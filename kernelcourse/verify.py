@@ -30,6 +30,9 @@ from .gemm import Shape, Suite, default_suite, make_inputs, reference
 TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-3, "bf16": 1e-2}
 OUTPUT_DTYPE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}
 CANARY = -3072.0          # exact in fp32, fp16 and bf16; no GEMM of our inputs produces it
+# The poison is a NaN with a payload of its own, so that an element never written
+# can be told apart from a NaN the kernel computed (from garbage it read, say).
+POISON = np.array([0x7FC0DEAD], np.uint32).view(np.float32)[0]
 
 
 @dataclass
@@ -55,7 +58,7 @@ class ShapeResult:
     ragged: dict
     rel_error: float = float("nan")
     unwritten: int = 0                  # elements still holding the NaN poison
-    nonfinite: int = 0                  # Inf written
+    nonfinite: int = 0                  # NaN or Inf the kernel wrote
     bad: int = 0                        # elements beyond tolerance (NaN included)
     bad_rows: tuple = ()                # first and last row with a bad element
     bad_cols: tuple = ()
@@ -93,7 +96,7 @@ class Report:
         for r in self.results:
             err = "crash" if r.crash else f"{r.rel_error:9.2e}"
             flags = [name for name, on in (("unwritten", r.unwritten), ("out-of-bounds",
-                     r.oob_before + r.oob_after), ("moved", r.moved), ("inf", r.nonfinite)) if on]
+                     r.oob_before + r.oob_after), ("moved", r.moved), ("NaN/Inf", r.nonfinite)) if on]
             status = "PASS" if r.passed else "FAIL"
             lines.append(f"{str(r.shape):>16}  {err:>9}  {status:6}  {r.shape.why}"
                          + (f"  [{', '.join(flags)}]" if flags else ""))
@@ -118,9 +121,10 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
     ref = reference(A, B)
     pad = canary_length(N)
     guarded = np.full(2 * pad + M * N, CANARY, dtype=np.float32)
-    guarded[pad:pad + M * N] = np.nan
+    guarded[pad:pad + M * N] = POISON
     outputs = []
     try:
+        poison_bits = _bits(backend.to_host(backend.to_device(guarded[pad:pad + 1], OUTPUT_DTYPE[dtype])))
         dA, dB = backend.to_device(A, dtype), backend.to_device(B, dtype)
         for _ in range(repeats):
             buffer = backend.to_device(guarded, OUTPUT_DTYPE[dtype])
@@ -134,9 +138,11 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
     result.oob_before = int(np.sum(first[:pad] != CANARY))
     result.oob_after = int(np.sum(first[pad + M * N:] != CANARY))
     result.moved = any(not np.array_equal(first, o, equal_nan=True) for o in outputs[1:])
-    C = first[pad:pad + M * N].reshape(M, N).astype(np.float64)
-    result.unwritten = int(np.isnan(C).sum())
-    result.nonfinite = int(np.isinf(C).sum())
+    C32 = first[pad:pad + M * N].reshape(M, N)
+    untouched = _bits(C32) == poison_bits
+    C = C32.astype(np.float64)
+    result.unwritten = int(untouched.sum())
+    result.nonfinite = int((~np.isfinite(C) & ~untouched).sum())
     scale = float(np.max(np.abs(ref))) or 1.0
     diff = np.abs(C - ref) / scale
     bad = ~(diff <= result.tolerance)        # NaN compares False, so NaN is bad
@@ -146,6 +152,10 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
         rows, cols = np.nonzero(bad)
         result.bad_rows, result.bad_cols = (int(rows.min()), int(rows.max())), (int(cols.min()), int(cols.max()))
     return result
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
 
 
 def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int = 3,
@@ -206,7 +216,9 @@ def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
     names = ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in failed)
     if any(r.aligned for r in failed):
         errs = [r.rel_error for r in failed]
-        if max(errs) < 0.25 and not any(r.nonfinite for r in failed):
+        aligned = sorted((r for r in results if r.aligned), key=lambda r: r.shape.K)
+        grows_with_k = aligned[-1].rel_error > 4 * aligned[0].rel_error
+        if (max(errs) < 0.25 or grows_with_k) and not any(r.nonfinite for r in failed):
             by_k = sorted((r.shape.K, r.rel_error) for r in results)
             trend = ", ".join(f"K={k}: {e:.1e}" for k, e in by_k[-3:])
             return "precision", (
@@ -221,8 +233,9 @@ def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
     if all(r.ragged["K"] for r in failed):
         return "zero_fill", (
             f"Wrong only when K is not a multiple of the tile ({names}). The last K tile "
-            "reads slots that hold stale data from the previous tile: the guarded tile load "
-            "must write 0 (`: 0.0f`, `other=0.0`) when k >= K, never skip the write. "
+            "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
+            "Triton: whatever lies past the row): the guarded tile load must give 0 when "
+            "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the write. "
             "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
             "read only by threads whose stores the guard discards.")
     return "edge", (

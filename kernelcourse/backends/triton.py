@@ -39,13 +39,14 @@ class TritonBackend(Backend):
         self.label = "GPU (torch CUDA events)" if gpu else "CPU interpreter (wall clock, not GPU performance)"
 
     def to_device(self, host, dtype="fp32"):
-        t = self.torch.from_numpy(np.ascontiguousarray(host, dtype=np.float32))
+        # Always a copy: on the CPU, from_numpy alone would share memory with `host`.
+        t = self.torch.from_numpy(np.array(host, dtype=np.float32, copy=True))
         return t.to(device=self.torch_device, dtype=getattr(self.torch, STORAGE[dtype]))
 
     def to_host(self, array):
         if array.dtype in (self.torch.float16, self.torch.bfloat16):
             array = array.float()
-        return array.detach().cpu().numpy()
+        return array.detach().cpu().numpy().copy()
 
     def view(self, array, offset, shape):
         count = int(np.prod(shape))

@@ -1,0 +1,211 @@
+"""The HIP backend: hiprtc compiles, hip-python loads, launches and times.
+
+A kernel file is compiled for the exact architecture of the GPU in the machine
+(`--offload-arch=gfx942` on an MI300X, from the device's gcnArchName), through the
+same function that builds the code objects reported on a CPU-only machine.
+hipModuleLoadData loads the code object and hipModuleLaunchKernel launches it with
+its arguments packed into one buffer laid out as the kernel expects. Everything
+goes through hip-python, the thin binding of the HIP C API: each call returns its
+status first, and `_checked` turns any status but success into an exception that
+names the error.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..device import detect
+from .base import STORAGE, CBackend
+from .compile_only import hip_compile
+
+
+def pack_launch_buffer(values) -> bytes:
+    """Lay kernel arguments out the way the kernel reads them: as the fields of a C struct.
+
+    `values` are NumPy scalars, a pointer being its address as np.uint64. Each value
+    starts at a multiple of its own size (natural alignment: 8 for a pointer, 4 for an
+    int or a float) and the whole is padded to a multiple of the largest alignment, as
+    sizeof(struct) would be; that is the layout HIP_LAUNCH_PARAM_BUFFER_POINTER expects.
+    (hip-python can pack a tuple of ctypes values itself; packing here keeps the layout
+    in plain sight and testable on a machine with no GPU.)
+    """
+    buffer, largest = bytearray(), 1
+    for value in values:
+        align = value.dtype.alignment
+        largest = max(largest, align)
+        buffer += bytes(-len(buffer) % align)             # padding up to the alignment
+        buffer += value.tobytes()
+    buffer += bytes(-len(buffer) % largest)
+    return bytes(buffer)
+
+
+def _checked(result, what: str):
+    """hip-python calls return (status, *values); raise, naming the status, unless it is success."""
+    status, *values = result if isinstance(result, tuple) else (result,)
+    if int(status) != 0:
+        raise RuntimeError(f"{what} failed: {getattr(status, 'name', status)}")
+    return values[0] if len(values) == 1 else values
+
+
+def _release(destroy, handle, what: str) -> None:
+    """Give a HIP object back (used by finalizers, which run when its owner is collected)."""
+    _checked(destroy(handle), what)
+
+
+class _Allocation:
+    """One hipMalloc'd block; hipFree'd when the last array using it is gone."""
+
+    def __init__(self, hip, nbytes: int):
+        # hipMalloc answers None for 0 bytes: a null pointer, which hipFree accepts.
+        self.pointer = int(_checked(hip.hipMalloc(nbytes), "hipMalloc") or 0)
+        weakref.finalize(self, _release, hip.hipFree, self.pointer, "hipFree")
+
+
+@dataclass(frozen=True)
+class HipArray:
+    """A device array: where it starts, its shape and element type, and the memory it lives in.
+
+    A view is another HipArray with an offset address over the same allocation, which
+    it holds on to so that the memory outlives every view of it.
+    """
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    allocation: _Allocation
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+class HipBackend(CBackend):
+    name = "hip"
+    label = "GPU (HIP events)"
+
+    def __init__(self):
+        from hip import hip
+        self.hip = hip
+        self.device = detect()
+        if self.device.vendor != "amd":
+            why = self.device.why_not.get("amd", "")
+            raise RuntimeError("no AMD GPU found: the hip backend needs one; this machine has: "
+                               f"{self.device.describe()}" + (f" (HIP said: {why})" if why else ""))
+        self._modules = {}
+        self._blas = None
+
+    # -- compiling and launching
+    def _build(self, source, defines, options):
+        build = hip_compile(source, self.device.arch, defines, options)
+        if build.path not in self._modules:
+            module = _checked(self.hip.hipModuleLoadData(build.binary), "hipModuleLoadData")
+            weakref.finalize(self, _release, self.hip.hipModuleUnload, module, "hipModuleUnload")
+            # The runtime may read the image after loading it (lazy loading): keep it alive.
+            self._modules[build.path] = (module, build.binary)
+        return self._modules[build.path][0], build.resources
+
+    def _launcher(self, module, kernel_name):
+        hip = self.hip
+        function = _checked(hip.hipModuleGetFunction(module, kernel_name.encode()),
+                            f"hipModuleGetFunction({kernel_name})")
+
+        def launch(grid, block, args, shared_mem):
+            values = [np.uint64(a.pointer) if isinstance(a, HipArray) else a for a in args]
+            packed = pack_launch_buffer(values)
+            arguments = (ctypes.c_char * len(packed)).from_buffer_copy(packed)
+            size = ctypes.c_size_t(len(packed))
+            # `extra`: the documented key/value list pointing HIP at one packed argument buffer.
+            extra = (ctypes.c_void_p * 5)(
+                hip.HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(arguments),
+                hip.HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size),
+                hip.HIP_LAUNCH_PARAM_END)
+            _checked(hip.hipModuleLaunchKernel(function, *grid, *block, shared_mem, None, None,
+                                               extra),
+                     f"hipModuleLaunchKernel({kernel_name})")
+        return launch
+
+    def dtype_of(self, array) -> str:
+        return str(array.dtype)
+
+    def is_device_array(self, value) -> bool:
+        return isinstance(value, HipArray)
+
+    # -- arrays
+    def to_device(self, host, dtype="fp32"):
+        if dtype == "bf16":
+            raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
+        host = np.ascontiguousarray(host, dtype=STORAGE[dtype])
+        allocation = _Allocation(self.hip, host.nbytes)
+        _checked(self.hip.hipMemcpy(allocation.pointer, host, host.nbytes,
+                                    self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
+        return HipArray(allocation.pointer, host.shape, host.dtype, allocation)
+
+    def to_host(self, array):
+        host = np.empty(array.shape, array.dtype)
+        _checked(self.hip.hipMemcpy(host, array.pointer, array.nbytes,
+                                    self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
+        return host.astype(np.float32) if host.dtype == np.float16 else host
+
+    def view(self, array, offset, shape):
+        count = int(np.prod(shape))
+        if offset < 0 or offset + count > array.size:
+            raise ValueError(f"a view of {shape} at element {offset} does not fit in "
+                             f"an array of {array.size} elements")
+        return HipArray(array.pointer + offset * array.dtype.itemsize, tuple(shape),
+                        array.dtype, array.allocation)
+
+    # -- time
+    def synchronize(self):
+        _checked(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+
+    def event(self):
+        return _HipEvent(self.hip)
+
+    def elapsed_ms(self, start, stop):
+        _checked(self.hip.hipEventSynchronize(stop.event), "hipEventSynchronize")
+        return _checked(self.hip.hipEventElapsedTime(start.event, stop.event),
+                        "hipEventElapsedTime")
+
+    def library_gemm(self, dtype):
+        """hipBLAS through hip-python: SGEMM for fp32, HGEMM for fp16."""
+        if dtype not in ("fp32", "fp16"):
+            raise ValueError(f"the hip backend's library GEMM covers fp32 and fp16, not {dtype}")
+        try:
+            from hip import hipblas
+        except ImportError as exc:
+            raise RuntimeError("hip-python's hipBLAS bindings are missing: "
+                               "pip install 'hip-python[libraries]' (matching your ROCm)") from exc
+        if self._blas is None:
+            self._blas = _checked(hipblas.hipblasCreate(), "hipblasCreate")
+            weakref.finalize(self, _release, hipblas.hipblasDestroy, self._blas, "hipblasDestroy")
+        handle, op_n = self._blas, hipblas.hipblasOperation_t.HIPBLAS_OP_N
+        routine = hipblas.hipblasSgemm if dtype == "fp32" else hipblas.hipblasHgemm
+        # alpha and beta on the host (hipBLAS's default pointer mode), in the operands' type.
+        scalar = np.float32 if dtype == "fp32" else np.float16
+        alpha, beta = np.array(1, scalar), np.array(0, scalar)
+
+        def gemm(A, B, C):
+            m, k = A.shape
+            n = B.shape[1]
+            # hipBLAS reads matrices column-major, where row-major C = A @ B reads as
+            # C^T = B^T A^T: an n x m product of B^T (n x k, leading dim n) and A^T (k x m).
+            _checked(routine(handle, op_n, op_n, n, m, k, alpha, B.pointer, n,
+                             A.pointer, k, beta, C.pointer, n), routine.__name__)
+        return gemm
+
+
+class _HipEvent:
+    def __init__(self, hip):
+        self.hip = hip
+        self.event = _checked(hip.hipEventCreate(), "hipEventCreate")
+        weakref.finalize(self, _release, hip.hipEventDestroy, self.event, "hipEventDestroy")
+
+    def record(self):
+        _checked(self.hip.hipEventRecord(self.event, None), "hipEventRecord")

@@ -1,0 +1,148 @@
+"""`python -m kernelcourse ...`: the commands every make target calls.
+
+  doctor            what is installed, which GPU and arch, which backends work, and how
+                    to fix each one that does not
+  run-lab NN        run labs/NN-*/lab.py (--backend auto|cuda|hip|triton, --size N)
+  bench-library     time the vendor library through the harness beside torch.matmul timed
+                    on its own, to show the harness measures what everyone else measures
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+from importlib import metadata
+
+from .lab import REPO, RESULTS
+
+PACKAGES = ("numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings",
+            "nvidia-cuda-nvrtc", "hip-python", "matplotlib", "pytest", "nbmake", "jupytext")
+PROBE = ('#include "portable.h"\n'
+         'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n')
+
+
+def doctor() -> int:
+    from .device import detect
+    print("Packages:")
+    for name in PACKAGES:
+        try:
+            print(f"  {name:20} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            print(f"  {name:20} -")
+    device = detect()
+    print(f"\nDevice: {device.describe()}")
+    for vendor, why in device.why_not.items():
+        print(f"  not {vendor}: {why}")
+    print("\nBackends and compilers:")
+    ok = True
+    for name, check, fix in _checks(device):
+        try:
+            detail = check()
+            print(f"  [ok]   {name:26} {detail}")
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"  [no]   {name:26} {first}\n         fix: {fix}")
+            ok = ok and name not in ("triton (run)",)
+    return 0 if ok else 1
+
+
+def _checks(device):
+    from .backends import compile_only, get_backend
+
+    def run_backend(name):
+        def check():
+            backend = get_backend(name)
+            return backend.label or "ready"
+        return check
+
+    def compile_for(target):
+        def check():
+            if target.startswith("sm_"):
+                build = compile_only.nvrtc_compile(compile_only.KernelSource(PROBE, "probe.cu"), target)
+            else:
+                build = compile_only.hip_compile(compile_only.KernelSource(PROBE, "probe.cu"), target)
+            usage = build.resources.get("probe")
+            return f"{len(build.binary)} B code object" + (f", {usage.registers} registers" if usage else "")
+        return check
+
+    gpu_fix = {"nvidia": "make setup (installs the CuPy wheel matching the driver's CUDA major)",
+               "amd": "make setup (installs the hip-python matching /opt/rocm's version)"}
+    return [
+        ("cuda (run)", run_backend("cuda"),
+         gpu_fix["nvidia"] if device.vendor == "nvidia" else "needs an NVIDIA GPU and driver"),
+        ("hip (run)", run_backend("hip"),
+         gpu_fix["amd"] if device.vendor == "amd" else "needs an AMD GPU with ROCm"),
+        ("triton (run)", run_backend("triton"), "pip install triton torch (make setup does it)"),
+        ("NVRTC -> sm_90 cubin", compile_for("sm_90"),
+         "pip install cuda-bindings nvidia-cuda-nvrtc nvidia-cuda-runtime"),
+        ("hiprtc/hipcc -> gfx90a", compile_for("gfx90a"),
+         "sudo apt-get install hipcc (Debian/Ubuntu ROCm) or install ROCm; pip install hip-python"),
+    ]
+
+
+def run_lab(number: str, backend: str, size: int | None) -> int:
+    matches = sorted((REPO / "labs").glob(f"{int(number):02d}-*/lab.py"))
+    if not matches:
+        known = ", ".join(p.parent.name for p in sorted((REPO / "labs").glob("*/lab.py")))
+        print(f"no lab {number}; labs: {known}", file=sys.stderr)
+        return 2
+    os.environ["KC_BACKEND"] = backend
+    if size:
+        os.environ["KC_SIZE"] = str(size)
+    print(f"== {matches[0].parent.name} (backend {backend}, size {size or 'default'}) ==")
+    runpy.run_path(str(matches[0]), run_name="__main__")
+    return 0
+
+
+def bench_library(size: int) -> int:
+    """cuBLAS timed through the harness (CuPy and torch) beside torch.matmul timed by do_bench."""
+    import torch
+    import triton.testing
+
+    from . import bench
+    from .backends import get_backend
+    from .device import detect
+    if detect().vendor != "nvidia":
+        print("bench-library needs an NVIDIA GPU")
+        return 1
+    cuda, tri = get_backend("cuda"), get_backend("triton")
+    rows = []
+    for dtype in ("fp32", "fp16"):
+        cupy_t = bench.time_gemm(bench.library_impl(cuda, dtype), size, size, size)
+        torch_t = bench.time_gemm(bench.library_impl(tri, dtype), size, size, size)
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        a = torch.rand(size, size, device="cuda", dtype=getattr(torch, bench.STORAGE[dtype]))
+        b = torch.rand_like(a)
+        ms = triton.testing.do_bench(lambda: torch.matmul(a, b), return_mode="median")
+        reference = 2 * size**3 / ms / 1e9
+        rows.append({"dtype": dtype, "size": size, "harness_cupy_tflops": cupy_t.tflops,
+                     "harness_torch_tflops": torch_t.tflops, "do_bench_torch_tflops": reference,
+                     "cupy_over_do_bench": cupy_t.tflops / reference,
+                     "harness_torch_over_do_bench": torch_t.tflops / reference})
+        print(f"{dtype}: harness cuBLAS via CuPy {cupy_t.tflops:7.1f} TFLOP/s, harness torch.matmul "
+              f"{torch_t.tflops:7.1f}, triton.testing.do_bench torch.matmul {reference:7.1f} "
+              f"(ratios {cupy_t.tflops / reference:.3f}, {torch_t.tflops / reference:.3f})")
+    name = detect().name.replace(" ", "-")
+    path = bench.save(RESULTS / f"library-check-{name}-{size}.json", {"rows": rows}, cuda)
+    print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelcourse", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="what works here, and how to fix what does not")
+    lab = sub.add_parser("run-lab", help="run one lab")
+    lab.add_argument("lab", help="lab number, e.g. 03")
+    lab.add_argument("--backend", default="auto", choices=["auto", "cuda", "hip", "triton"])
+    lab.add_argument("--size", type=int, default=None, help="M = N = K (default: by device)")
+    lib = sub.add_parser("bench-library", help="check the harness's timing against torch.matmul")
+    lib.add_argument("--size", type=int, default=4096)
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor()
+    if args.command == "run-lab":
+        return run_lab(args.lab, args.backend, args.size)
+    return bench_library(args.size)

@@ -1,0 +1,80 @@
+"""What every lab script needs: its options, its backends, and the compile-only reports.
+
+A lab is run three ways: `make run-lab LAB=NN BACKEND=... SIZE=...`, `python
+labs/NN-name/lab.py`, or as a notebook. Options therefore travel as environment
+variables (KC_BACKEND, KC_SIZE), which all three can set.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backends import get_backend
+from .backends.compile_only import CompileError, ResourceUsage, nvrtc_compile
+from .device import detect
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "results"
+
+
+@dataclass
+class LabOptions:
+    backend: str          # 'auto', 'cuda', 'hip' or 'triton'
+    size: int             # M = N = K for the timing run
+    on_gpu: bool
+
+    def wants(self, kind: str) -> bool:
+        """kind 'c' (the .cu kernels) or 'triton' (the twins): does this run include it?"""
+        if self.backend == "auto":
+            return kind == "triton" or self.on_gpu
+        return (kind == "triton") == (self.backend == "triton")
+
+
+def options(gpu_size: int = 4096, cpu_size: int = 128) -> LabOptions:
+    on_gpu = detect().is_gpu
+    size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if on_gpu else cpu_size)
+    return LabOptions(os.environ.get("KC_BACKEND", "auto") or "auto", size, on_gpu)
+
+
+def c_backend(opts: LabOptions):
+    """The backend that runs .cu files here (cuda or hip), or None on a CPU-only machine."""
+    if not opts.wants("c"):
+        return None
+    return get_backend("auto" if opts.backend == "auto" else opts.backend)
+
+
+def triton_backend(opts: LabOptions):
+    return get_backend("triton") if opts.wants("triton") else None
+
+
+def resource_usage(source, kernel: str, defines: dict | None = None,
+                   targets: tuple[str, ...] = ("sm_90", "gfx90a")) -> list[ResourceUsage | str]:
+    """Compile `kernel` for each target with no GPU; a target whose compiler is missing
+    gives a line saying so instead of a number."""
+    from .backends import compile_only
+    rows = []
+    for target in targets:
+        try:
+            if target.startswith("sm_"):
+                build = nvrtc_compile(source, target, defines)
+            else:
+                build = compile_only.hip_compile(source, target, defines)
+            rows.append(build.resources[kernel])
+        except CompileError:
+            raise
+        except Exception as exc:       # compiler not installed: say so, keep going
+            rows.append(f"{target}: not compiled ({type(exc).__name__}: {exc})")
+    return rows
+
+
+def resource_table(rows: list) -> str:
+    lines = [f"{'kernel':22} {'target':8} {'regs/VGPRs':>10} {'SGPRs':>6} {'shared B':>9} "
+             f"{'spill st':>8} {'spill ld':>8} {'stack B':>7}"]
+    for r in rows:
+        if isinstance(r, str):
+            lines.append(r)
+            continue
+        lines.append(f"{r.kernel:22} {r.target:8} {r.registers:>10} {r.sgprs if r.sgprs is not None else '-':>6} "
+                     f"{r.shared_bytes:>9} {r.spill_stores:>8} {r.spill_loads:>8} {r.stack_bytes:>7}")
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Compiling with no GPU: NVRTC cubins and Triton ahead of time, with resource reports as numbers."""
+import pytest
+
+from kernelcourse.backends import compile_only
+from kernelcourse.backends.compile_only import CompileError, nvrtc_compile, triton_compile
+from tests_paths import KERNELS
+
+BUGS_CU = KERNELS / "tiled_bugs.cu"
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELCOURSE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_nvrtc_builds_an_sm90_cubin_with_its_resource_report(fresh_cache):
+    build = nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 16})
+    assert build.binary[:4] == b"\x7fELF" and build.path.is_file()
+    fp32, fp16 = build.resources["sgemm_tiled_bugs"], build.resources["hgemm_tiled_half_acc"]
+    assert fp32.shared_bytes == 2 * 16 * 16 * 4 and fp16.shared_bytes == 2 * 16 * 16 * 2
+    assert 8 <= fp32.registers <= 255 and not fp32.spills and fp32.stack_bytes == 0
+
+
+def test_defines_change_the_build(fresh_cache):
+    small = nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 8}).resources["sgemm_tiled_bugs"]
+    large = nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 32}).resources["sgemm_tiled_bugs"]
+    assert (small.shared_bytes, large.shared_bytes) == (512, 8192)
+
+
+def test_second_compile_comes_from_the_disk_cache(fresh_cache, monkeypatch):
+    first = nvrtc_compile(BUGS_CU, "sm_90")
+    from cuda.bindings import nvrtc
+
+    def refuse(*args):
+        raise AssertionError("NVRTC was called although the build is cached")
+    monkeypatch.setattr(nvrtc, "nvrtcCreateProgram", refuse)
+    again = nvrtc_compile(BUGS_CU, "sm_90")
+    assert again.binary == first.binary and again.resources == first.resources
+
+
+def test_compile_error_names_the_students_file_and_line(fresh_cache):
+    bad = fresh_cache / "my_kernel.cu"
+    bad.write_text('#include "portable.h"\n'
+                   'extern "C" __global__ void k(float* c) {\n'
+                   '    c[0] = undeclared_value;\n'
+                   '}\n')
+    with pytest.raises(CompileError) as caught:
+        nvrtc_compile(bad, "sm_90")
+    message = str(caught.value)
+    assert "my_kernel.cu(3)" in message and "undeclared_value" in message
+
+
+def test_triton_compiles_ahead_of_time_for_sm90_and_gfx942():
+    from triton_gemm_bugs import gemm_with_bugs
+    names = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak",
+             "stride_bk", "stride_bn", "stride_cm", "stride_cn"]
+    signature = {n: "*fp16" if n.endswith("_ptr") else "i32" for n in names}
+    constexprs = {"BM": 64, "BN": 64, "BK": 32, "MASK_K": True, "MASK_STORE": True, "ACC_FP16": False}
+    nv = triton_compile(gemm_with_bugs, signature, constexprs, "sm_90", num_warps=4, num_stages=3)
+    amd = triton_compile(gemm_with_bugs, signature, constexprs, "gfx942", num_warps=4, num_stages=2)
+    assert "wgmma" in nv.asm["ptx"] and nv.resources.registers > 0 and nv.resources.shared_bytes > 0
+    assert "v_mfma" in amd.asm["amdgcn"] and amd.resources.registers > 0
+    assert amd.resources.sgprs > 0 and not nv.resources.spills and not amd.resources.spills

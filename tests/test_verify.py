@@ -1,0 +1,54 @@
+"""The verification harness on the CPU: a correct Triton GEMM passes the whole suite in the
+interpreter, and each classic bug is caught and given the right diagnosis."""
+import pytest
+
+from kernelcourse.gemm import CPU_SUITE
+from kernelcourse.verify import GemmImpl, verify
+from triton_gemm_bugs import launcher
+
+
+def check(backend, dtype="fp32", **bugs):
+    impl = GemmImpl(f"gemm_with_bugs{bugs}", backend, launcher(**bugs), dtype)
+    # The interpreter runs one program at a time: no races to catch, so one run per shape.
+    return verify(impl, CPU_SUITE, repeats=1, verbose=False)
+
+
+# bf16 is checked on the GPU only: Triton's interpreter computes on NumPy, which has no bf16.
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_correct_triton_gemm_passes_the_whole_suite(triton_backend, dtype):
+    report = check(triton_backend, dtype)
+    assert report.passed, str(report)
+    assert report.cause == "ok" and len(report.results) == len(CPU_SUITE.shapes)
+
+
+@pytest.mark.parametrize("bugs, dtype, cause", [
+    ({"mask_k": False}, "fp32", "zero_fill"),
+    ({"mask_store": False}, "fp32", "store_guard"),
+    ({"round_grid_down": True}, "fp32", "grid"),
+    ({"acc_fp16": True}, "fp16", "precision"),
+])
+def test_each_bug_is_caught_and_named(triton_backend, bugs, dtype, cause):
+    report = check(triton_backend, dtype, **bugs)
+    assert not report.passed
+    assert report.cause == cause, str(report)
+
+
+def test_missing_k_mask_passes_every_shape_with_aligned_k(triton_backend):
+    """The module's trap: the bug is invisible unless some test has a ragged K."""
+    report = check(triton_backend, mask_k=False)
+    assert all(r.passed for r in report.results if not r.ragged["K"]), str(report)
+    assert sum(not r.passed for r in report.results if r.ragged["K"]) >= 4, str(report)
+
+
+def test_out_of_bounds_write_is_counted_in_the_canary(triton_backend):
+    report = check(triton_backend, mask_store=False)
+    tall = next(r for r in report.results if str(r.shape) == "389x17x33")
+    # 389 rows in 32-row tiles: the last tile hangs 27 rows past C, each 32 columns wide.
+    assert tall.oob_after > 0 and tall.oob_before == 0
+
+
+def test_unwritten_elements_are_told_apart_from_computed_nans(triton_backend):
+    report = check(triton_backend, round_grid_down=True)
+    ragged = next(r for r in report.results if str(r.shape) == "165x99x128")
+    # With floor division only 5 x 3 tiles of 32 run: rows >= 160 and cols >= 96 stay poisoned.
+    assert ragged.unwritten == 165 * 99 - 160 * 96 and ragged.nonfinite == 0

@@ -1,0 +1,4 @@
+"""Where the tests' own kernel files live."""
+from pathlib import Path
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
