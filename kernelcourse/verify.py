@@ -14,6 +14,7 @@ words: which boundary guard, which barrier, or which precision is at fault.
 """
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -132,7 +133,8 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
             backend.synchronize()
             outputs.append(backend.to_host(buffer))
     except Exception as exc:                 # a crash is a verdict, not the harness's failure
-        result.crash = f"{type(exc).__name__}: {exc}".strip()
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result.crash = f"{type(exc).__name__}: {exc} (raised at {where.filename}:{where.lineno})"
         return result
     first = outputs[0]
     result.oob_before = int(np.sum(first[:pad] != CANARY))
@@ -205,6 +207,16 @@ def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
             f"{r.bad_rows[0]}..{r.bad_rows[1]}, cols {r.bad_cols[0]}..{r.bad_cols[1]}): the grid "
             "does not cover C. Launch ceil(N / tile) x ceil(M / tile) blocks (round up, not down) "
             "and check that grid x maps to columns and grid y to rows.")
+    names = ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in failed)
+    if all(r.ragged["K"] for r in failed):
+        return "zero_fill", (
+            f"Wrong only when K is not a multiple of the tile ({names}). The last K tile "
+            "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
+            "Triton: whatever lies past the row): the guarded tile load must give 0 when "
+            "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the write (a skipped write can also leave uninitialised shared memory, "
+            "so such results may even move between runs). "
+            "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
+            "read only by threads whose stores the guard discards.")
     if moving := [r for r in failed if r.moved]:
         shapes = ", ".join(str(r.shape) for r in moving)
         return "race", (
@@ -213,7 +225,6 @@ def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
             "written (read-after-write); barrier 2 (after the inner product) stops a fast warp "
             "overwriting the tile while a slow one still reads it (write-after-read). Both must "
             "be reached by every thread, never inside divergent code.")
-    names = ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in failed)
     if any(r.aligned for r in failed):
         errs = [r.rel_error for r in failed]
         aligned = sorted((r for r in results if r.aligned), key=lambda r: r.shape.K)
@@ -230,14 +241,6 @@ def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
             f"Wrong even on shapes that are multiples of every tile ({names}): not a boundary "
             "bug but the arithmetic or indexing itself. Check A[row*K + k] and B[k*N + col], "
             "and which thread index maps to rows and which to columns.")
-    if all(r.ragged["K"] for r in failed):
-        return "zero_fill", (
-            f"Wrong only when K is not a multiple of the tile ({names}). The last K tile "
-            "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
-            "Triton: whatever lies past the row): the guarded tile load must give 0 when "
-            "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the write. "
-            "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
-            "read only by threads whose stores the guard discards.")
     return "edge", (
         f"Wrong only on shapes with a ragged M or N ({names}): check the row < M / col < N "
         "guards on the tile loads and the store, and that edge blocks still zero-fill.")
