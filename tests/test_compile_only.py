@@ -1,8 +1,12 @@
 """Compiling with no GPU: NVRTC cubins and Triton ahead of time, with resource reports as numbers."""
+import shutil
+import subprocess
+
 import pytest
 
 from kernelcourse.backends import compile_only
 from kernelcourse.backends.compile_only import CompileError, nvrtc_compile, triton_compile
+from kernelcourse.source import KERNEL_INCLUDE_DIR
 from tests_paths import KERNELS
 
 BUGS_CU = KERNELS / "tiled_bugs.cu"
@@ -62,3 +66,27 @@ def test_triton_compiles_ahead_of_time_for_sm90_and_gfx942():
     assert "wgmma" in nv.asm["ptx"] and nv.resources.registers > 0 and nv.resources.shared_bytes > 0
     assert "v_mfma" in amd.asm["amdgcn"] and amd.resources.registers > 0
     assert amd.resources.sgprs > 0 and not nv.resources.spills and not amd.resources.spills
+
+
+def test_one_source_gives_an_sm90_cubin_and_a_gfx90a_code_object(fresh_cache):
+    """The portability promise: the same file, untouched, through NVRTC and the AMD compiler."""
+    try:
+        amd = compile_only.hip_compile(BUGS_CU, "gfx90a", {"TILE": 32})
+    except compile_only.CompilerNotFound as missing:
+        pytest.skip(str(missing))
+    nv = nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 32})
+    for kernel, element in (("sgemm_tiled_bugs", 4), ("hgemm_tiled_half_acc", 2)):
+        cuda_usage, amd_usage = nv.resources[kernel], amd.resources[kernel]
+        assert cuda_usage.shared_bytes == amd_usage.shared_bytes == 2 * 32 * 32 * element
+        assert cuda_usage.registers > 0 and amd_usage.registers > 0 and amd_usage.sgprs > 0
+        assert not cuda_usage.spills and not amd_usage.spills
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="no nvcc on this machine")
+def test_the_same_file_compiles_offline_with_nvcc(tmp_path):
+    out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-DTILE=32",
+                          f"-I{KERNEL_INCLUDE_DIR}", str(BUGS_CU), "-o", str(tmp_path / "k.cubin")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    offline = compile_only.parse_ptxas_report(out.stdout + out.stderr, "sm_90")
+    assert offline["sgemm_tiled_bugs"].shared_bytes == 8192
