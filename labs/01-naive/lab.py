@@ -1,0 +1,135 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 01 — The naive GEMM: one thread, one element, no reuse
+#
+# Everything in this course computes `C = A · B` in fp32, A being M x K and B K x N,
+# all row-major. That is `2·M·N·K` floating-point operations (a multiply and an add
+# per term) and nothing we do will change that number. What we *can* change is how
+# many bytes have to be fetched to do them.
+#
+# The first rung is the obvious kernel: one thread per element of C, each walking a
+# row of A and a column of B. Every thread loads `2K` floats (`8K` bytes) for `2K`
+# FLOPs, so its arithmetic intensity is
+#
+# $$ I_\text{naive} = \frac{2K}{8K} = 0.25 \ \text{FLOP/byte}, $$
+#
+# whatever the size. On an H200 (67 TFLOP/s fp32, 4.8 TB/s) the roofline ridge is at
+# about 14 FLOP/byte: this kernel sits some 50x to the left of it. Making the
+# matrices bigger never helps; only reuse does, and that is what labs 02 and 03 add.
+#
+# This lab runs on any machine. With an NVIDIA or AMD GPU it checks and times the C
+# kernel and its Triton twin against the vendor library; without one it runs the
+# twin in Triton's CPU interpreter (correct results, meaningless timings) and
+# compiles the C kernel for sm_90 and gfx90a to report its resources.
+
+# %%
+try:
+    import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
+except ModuleNotFoundError:   # not installed (`make setup` installs it): find the repository
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(next(p for p in (Path.cwd(), *Path.cwd().parents)
+                                if (p / "kernelcourse" / "__init__.py").is_file())))
+    import kernelcourse  # noqa: F401
+
+from kernelcourse import bench, lab, ladder
+from kernelcourse.device import detect
+
+opts = lab.options(gpu_size=4096, cpu_size=16)
+rung = ladder.RUNG["naive"]
+print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
+
+# %% [markdown]
+# ## 1. The kernel
+#
+# `threadIdx.x` runs along a row of C. Within a warp, the 32 threads then read 32
+# *consecutive* elements of a row of B (one coalesced transaction) and all read the
+# *same* element of A (a broadcast), and they write 32 consecutive elements of C.
+# Swap x and y and every B load becomes a strided, 32-transaction affair.
+# The guard `row < M && col < N` is there because the grid is rounded up to whole
+# blocks: at M = N = 1000 the last block row and column hang over the edge.
+
+# %%
+print(rung.source.read_text())
+
+# %% [markdown]
+# ## 2. The wrapper
+#
+# `kernelcourse.ladder` knows how to launch each rung: the block shape comes from the
+# kernel's defines (`BLOCK_X x BLOCK_Y` = 32 x 8) and the grid is `ceil(N / 32) x
+# ceil(M / 8)` blocks, x along columns to match the kernel.
+#
+# The Triton twin makes the same choice at a different scale: one *program* per
+# element of C, walking K in chunks of 64 and summing with `tl.sum`.
+#
+# | C (naive.cu)                              | Triton (naive_triton.py)                       |
+# |-------------------------------------------|------------------------------------------------|
+# | one thread per element of C               | one program per element of C                   |
+# | `float acc` in a register                 | `tl.zeros((BLOCK_K,), tl.float32)`, then `tl.sum` |
+# | threads past the edge `return` early      | the grid is exactly N x M; `mask=` on the store |
+# | the `k < K` loop bound                    | `mask=k < K, other=0.0` on both loads          |
+
+# %%
+print(rung.describe(1000, 1000))
+print(rung.describe(4096, 4096))
+print(rung.twin.read_text())
+
+# %% [markdown]
+# ## 3. Test
+#
+# `verify` runs each implementation on a suite of shapes (aligned, M/N ragged, K
+# ragged, K below a tile, 1x1x1, tall, wide, deep K) against a float64 reference,
+# with C poisoned beforehand and fenced by canaries. On a GPU both the C kernel and
+# the twin are checked; on the CPU, the twin in the interpreter, which runs one
+# program at a time in Python: here one program per element means a miniature
+# suite (same kinds of shapes, about 900 elements) keeps this to seconds.
+
+# %%
+reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
+assert reports and all(r.passed for r in reports), "a naive GEMM failed verification"
+
+# %% [markdown]
+# ## 4. Resource usage
+#
+# What the C kernel costs the hardware, compiled for an H100/H200 (`sm_90`, NVRTC)
+# and an MI200 (`gfx90a`, hiprtc or hipcc), no GPU needed. Expect few registers, no
+# shared memory and no spills: this kernel is limited by memory, not by resources.
+
+# %%
+config = rung.config()
+usage = rung.resources()
+print(rung.kernel, config)
+print(lab.resource_table(usage))
+assert not any(getattr(r, "spills", False) for r in usage), "the naive kernel spills"
+cb, tb = ladder.backends(opts)
+ladder.save_gpu_result("resources-naive", {"rung": rung.name, "builds": [
+    {"defines": config, "resources": usage}]}, opts, cb or tb)
+
+# %% [markdown]
+# ## 5. Benchmark
+#
+# On a GPU: the median of many launches at 4096³ (`KC_SIZE` changes it), next to
+# the vendor library's SGEMM (cuBLAS/hipBLAS, fp32 without TF32) timed in the same
+# run. Expect the naive kernel at a few percent of the library. It often beats the
+# 0.25 FLOP/byte x HBM-bandwidth bound, because the L1 and L2 caches serve repeated
+# loads of B: the bytes it *asks for* do not all come from HBM.
+#
+# On the CPU: the twin's wall-clock time in the interpreter at a toy size. It says
+# how slow the interpreter is, not how fast any GPU is.
+
+# %%
+timings = ladder.benchmark(rung, opts)
+print(bench.table(timings))
+ladder.save_gpu_result("naive", {"timings": timings}, opts, cb or tb, size=opts.size)

@@ -1,0 +1,164 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 03 — Register blocking: a bigger tile without more threads
+#
+# The tiled kernel of lab 02 is stuck at TILE = 32 (8 FLOP/byte) because it gives every
+# output its own thread. Crossing the ridge point needs TILE ≥ 56 on an H200 (ridge
+# about 14 FLOP/byte) and ≥ 124 on an MI300X (about 31): 3136 to 15376 threads per
+# block, against a limit of 1024.
+#
+# Register blocking cuts the link between tile size and thread count. Each thread
+# now owns a TM x TN *micro-tile* of C, kept in registers for the whole kernel, so
+# a block of `(BM/TM) · (BN/TN)` threads covers a BM x BN tile. Here: 64 x 64 from
+# 256 threads of 4 x 4. Per K slice the block loads `BK · (BM + BN)` elements and
+# does `2 · BM · BN · BK` FLOPs, so BK cancels:
+#
+# $$ I_\text{blocked} = \frac{2\,BM\,BN}{4\,(BM + BN)} = \frac{BM\,BN}{2\,(BM+BN)}
+#    = 16\ \text{FLOP/byte at } 64 \times 64. $$
+#
+# The same trick works one level down: per step of k, a thread reads TM + TN = 8
+# words from shared memory and does TM · TN = 16 FMAs with them, where the tiled
+# kernel needed 2 reads per FMA. The price is registers: 16 accumulators plus
+# operands plus addresses; if the compiler runs out, it spills to local memory
+# (which lives in HBM) and the whole idea is undone. Section 4 checks that.
+
+# %%
+try:
+    import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
+except ModuleNotFoundError:   # not installed (`make setup` installs it): find the repository
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(next(p for p in (Path.cwd(), *Path.cwd().parents)
+                                if (p / "kernelcourse" / "__init__.py").is_file())))
+    import kernelcourse  # noqa: F401
+
+from kernelcourse import bench, lab, ladder
+from kernelcourse.device import detect
+
+opts = lab.options(gpu_size=4096, cpu_size=128)
+rung = ladder.RUNG["regblock"]
+print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
+
+# %% [markdown]
+# ## 1. The kernel
+#
+# Three phases per BK-deep slice of K, two barriers between them, then a store:
+#
+# 1. **Load.** 256 threads move a 64 x BK slice of A and a BK x 64 slice of B into
+#    shared memory. With BK = 16 each slice is 256 float4, so every thread issues one
+#    16-byte load per matrix; consecutive threads take consecutive 16-byte pieces of
+#    a row (coalesced). Where the float4 would cross the edge of the matrix, or the
+#    rows are not 16-byte aligned (K or N not a multiple of 4), it falls back to four
+#    guarded scalar loads that write `0.0f` out of range.
+# 2. **Compute.** BK outer products: for each k, read `a[TM]` and `b[TN]` from shared
+#    memory and do TM x TN FMAs into `acc`. Every loop has compile-time bounds and is
+#    unrolled, so `a`, `b` and `acc` are registers.
+# 3. **Store.** Each thread writes its 4 x 4 patch, a float4 per row where it fits,
+#    element by element on the right edge, nothing outside C.
+#
+# Layout choices that make the compute phase cheap:
+#
+# * **A is stored transposed**, `As[k][m]`, so a thread's TM values for one k are
+#   consecutive words. The transposing store writes down columns of `As`; with a row
+#   stride of 64 words a column sits in one bank (a 4-way conflict for the 8 rows x
+#   4 columns a warp stores), so the row is padded to `BM + 1` words (2-way left). The pad makes the row stride odd, so the
+#   compiler reads a thread's four A words as one float4 only on every fourth k
+#   (float2s or single words on the others); `-DA_PAD=4` keeps the float4 alignment
+#   at the price of some conflicts on the store: a trade-off to measure.
+# * **B is read as float4** from `Bs[k][4·tx ...]`.
+# * **A warp covers a 4 x 8 patch of micro-tiles** (16 rows x 32 columns of C), not
+#   a 2 x 16 strip: per k it needs 16 words of A and 32 of B instead of 8 and 64,
+#   so one float4 read of B is a single 128-byte pass of shared memory.
+# * **BK = 16**: one float4 per thread per matrix per slice, two barriers per 16 steps
+#   of k instead of per 8, and 8256 B of shared memory, small enough for several
+#   blocks per SM/CU (which is what hides global latency; there is no double
+#   buffering here, the module describes it as the next rung).
+
+# %%
+print(rung.source.read_text())
+
+# %% [markdown]
+# ## 2. The wrapper
+#
+# One-dimensional blocks of `(BM/TM)·(BN/TN)` = 256 threads, `ceil(N/BN) x ceil(M/BM)`
+# blocks. All five tile sizes are `-D` defines with static asserts on how they fit
+# together (micro-tiles tile the block tile; every thread loads the same number of
+# float4; at most 1024 threads).
+#
+# In Triton, register blocking is not written: it is the compiler's layout. The twin
+# is the tiled twin with a 64 x 64 tile, BK = 16 and `num_warps = 256 / warp size`
+# (8 warps on NVIDIA, 4 wavefronts on AMD). 64 · 64 accumulators over 256 threads is
+# 16 per thread: the same 4 x 4 micro-tile, chosen for us.
+#
+# | C (regblock.cu)                               | Triton (regblock_triton.py)                     |
+# |-----------------------------------------------|-------------------------------------------------|
+# | block owns a BM x BN tile of C                | program owns a BM x BN tile                     |
+# | `float acc[TM][TN]` per thread                | `acc = tl.zeros((BM, BN), tl.float32)`, split over `num_warps` |
+# | `load4(...)` guards, `0.0f` out of range      | `mask=...`, `other=0.0` on A and B, K included  |
+# | the unrolled `kk` / `m` / `n` loops           | `tl.dot(a, b, acc, input_precision="ieee")`     |
+# | `__syncthreads()` x 2                         | inserted by the compiler                        |
+# | `row < M`, `col + j < N` on the store         | `tl.store(..., mask=...)`                       |
+
+# %%
+print(rung.describe(1000, 1000))
+print(rung.twin.read_text())
+
+# %% [markdown]
+# ## 3. Test
+#
+# The float4 paths make the edges more varied than before: a shape with K or N not a
+# multiple of 4 takes the scalar path everywhere, a multiple of 4 that is not a
+# multiple of 64 takes both. The suite has both kinds.
+
+# %%
+reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
+assert reports and all(r.passed for r in reports), "a register-blocked GEMM failed verification"
+
+# %% [markdown]
+# ## 4. Resource usage
+#
+# Shared memory is `(BK·(BM+1) + BK·BN) · 4` = 8256 B. Registers roughly double
+# compared with the tiled kernel (16 accumulators, 8 operands, a float4 in flight for
+# each matrix), and there must be no spills. A 128 x 128 tile with 8 x 8 micro-tiles
+# shows where the register bill goes next.
+
+# %%
+builds = []
+for defines in ({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}):
+    config = rung.config(**defines)
+    usage = rung.resources(**defines)
+    print(rung.kernel, config)
+    print(lab.resource_table(usage), end="\n\n")
+    builds.append({"defines": config, "resources": usage})
+assert not any(getattr(r, "spills", False) for b in builds for r in b["resources"]), \
+    "the register-blocked kernel spills"
+cb, tb = ladder.backends(opts)
+ladder.save_gpu_result("resources-regblock", {"rung": rung.name, "builds": builds}, opts, cb or tb)
+
+# %% [markdown]
+# ## 5. Benchmark
+#
+# On a GPU: the kernel at 4096³ against the vendor library, plus two variants of
+# the same file: `BK=32` (fewer barriers, twice the shared memory) and `A_PAD=4`
+# (aligned float4 reads of A, some bank conflicts on its store). Compare the
+# percentage of the library with lab 02; the library still wins, mostly because it
+# runs deeper pipelines and larger tiles, tuned per shape.
+#
+# On the CPU: interpreter wall-clock time at a toy size, not GPU performance.
+
+# %%
+timings = ladder.benchmark(rung, opts, variants=({"BK": 32}, {"A_PAD": 4}))
+print(bench.table(timings))
+ladder.save_gpu_result("regblock", {"timings": timings}, opts, cb or tb, size=opts.size)

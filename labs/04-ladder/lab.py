@@ -1,0 +1,129 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 04 — The ladder: three rungs and the vendor library on the same matrices
+#
+# Labs 01–03 built three GEMMs that do identical arithmetic and differ only in how
+# often they go back to global memory for an operand:
+#
+# | rung      | what is reused, where                        | analytic intensity (fp32)   |
+# |-----------|----------------------------------------------|-----------------------------|
+# | naive     | nothing                                      | 0.25 FLOP/byte              |
+# | tiled     | a TILE x TILE tile, in shared memory         | TILE/4 = 8 at TILE = 32     |
+# | regblock  | a 64 x 64 tile in shared memory, 4 x 4 in registers | BM·BN/(2(BM+BN)) = 16 |
+#
+# This lab runs all of them, and the vendor library's SGEMM (cuBLAS or hipBLAS, true
+# fp32: no TF32), on the same inputs in one run, and puts them on a roofline whose
+# roofs were measured in that same run: a device-to-device copy for the memory roof
+# and the library's GEMM for the compute roof. The datasheet roofs are drawn beside
+# them; the measured ones are what this card does today.
+#
+# What to look for:
+#
+# * each rung moves right (more FLOP per byte) and up;
+# * naive and tiled sit on the memory side of the ridge; regblock at 16 FLOP/byte is
+#   near or past the ridge of an H100/H200 (about 14 FLOP/byte on the datasheet) and
+#   well short of an MI300X's (about 31);
+# * the library stays well above all three, for the reasons module A06 §6 lists:
+#   larger tiles, software pipelining, shapes tuned per problem;
+# * naive may plot *above* its memory roof: the intensity counts the bytes the kernel
+#   asks for, and the caches serve many of them without touching HBM.
+#
+# Any size works (`KC_SIZE=1000` exercises every boundary guard at once). Without a
+# GPU the lab runs the three Triton twins in the interpreter at a toy size: correct
+# results, timings that say nothing about a GPU, and nothing written to `results/`.
+
+# %%
+try:
+    import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
+except ModuleNotFoundError:   # not installed (`make setup` installs it): find the repository
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(next(p for p in (Path.cwd(), *Path.cwd().parents)
+                                if (p / "kernelcourse" / "__init__.py").is_file())))
+    import kernelcourse  # noqa: F401
+
+from kernelcourse import lab, ladder, roofline
+from kernelcourse.device import detect
+
+opts = lab.options(gpu_size=4096, cpu_size=24)
+device = detect()
+cb, tb = ladder.backends(opts)
+print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+
+# %% [markdown]
+# ## 1. The rungs
+#
+# `kernelcourse.ladder.RUNGS` holds each rung's kernel file, defines, launch geometry,
+# Triton twin and intensity; every lab and test builds its kernels from there.
+
+# %%
+for rung in ladder.RUNGS:
+    print(f"{rung.name:9} {rung.summary}")
+    print("   " + rung.describe(opts.size, opts.size).replace("\n", "\n   "))
+
+# %% [markdown]
+# ## 2. Run and time everything on the same matrices
+#
+# For each implementation: the maximum relative error against a float64 reference on
+# one size³ problem (the same inputs for all), then the median time over many
+# launches with rotating inputs. On a GPU this includes the library; the percentage
+# column is relative to it.
+
+# %%
+steps = ladder.measure(ladder.steps(opts), opts.size)
+print(ladder.table(steps))
+assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float64 reference"
+
+# %% [markdown]
+# ## 3. Resources of each rung
+#
+# Compiled for sm_90 and gfx90a without a GPU: registers per thread (VGPRs per lane
+# on AMD), shared memory (LDS) per block, spills. Register blocking spends registers
+# to save memory traffic; zero spills is what keeps that bargain.
+
+# %%
+usage = [row for rung in ladder.RUNGS for row in rung.resources()]
+print(lab.resource_table(usage))
+assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
+
+# %% [markdown]
+# ## 4. The roofline
+#
+# On a GPU: the ladder's points on the roofs measured in this run, datasheet roofs
+# dashed beside them; the plot and a JSON with every number (and the device, date
+# and versions) go to `results/ladder-<device>-<size>.*`.
+#
+# On the CPU nothing can be measured, so this prints what the H200 datasheet roofline
+# allows each rung, and draws that under `build/` (never `results/`).
+
+# %%
+if opts.on_gpu:
+    backend = cb or tb
+    ceilings = ladder.measured_ceilings(backend, steps)
+    print(f"measured: copy {ceilings['copy_tb_per_s']:.2f} TB/s, library "
+          f"{ceilings['library_tflops']:.1f} TFLOP/s; datasheet: {roofline.datasheet(device.name)}")
+    stem = f"ladder-{ladder.device_slug(backend)}-{opts.size}"
+    png = ladder.plot_roofline(steps, ceilings, device.name, opts.size, lab.RESULTS / f"{stem}.png")
+    print(f"saved {png.relative_to(lab.REPO)}")
+    ladder.save_gpu_result("ladder", ladder.payload(steps, opts.size, ceilings), opts, backend,
+                           size=opts.size)
+else:
+    text, points = ladder.predicted("H200")
+    print(text)
+    sheet = roofline.datasheet("H200")
+    png = roofline.plot(points, {"H200 datasheet fp32": (sheet["fp32"], sheet["hbm"], "k--")},
+                        ladder.BUILD / "ladder-predicted-H200.png",
+                        "Predicted: the ladder's roofline bounds on an H200 (no GPU here)")
+    print(f"drawn {png.relative_to(lab.REPO)} (a prediction; results/ is for measurements)")

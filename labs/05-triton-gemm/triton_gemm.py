@@ -1,0 +1,505 @@
+"""Lab 05: a Triton GEMM that competes with the vendor library.
+
+C = A @ B for row-major (or any-strided) A (M x K) and B (K x N), in one
+@triton.jit kernel:
+
+  * each program computes one BLOCK_M x BLOCK_N tile of C, walking K in
+    BLOCK_K slices and accumulating in float32;
+  * every load is masked on all three boundaries (rows, columns and K) with
+    other=0.0, and the store is masked on rows and columns, so any M, N, K works;
+  * program ids are swizzled in groups of GROUP_SIZE_M block-rows, so that the
+    programs running at the same time share their A and B tiles in L2;
+  * tl.dot puts fp16 and bf16 tiles on the matrix cores (mma/wgmma on NVIDIA,
+    MFMA on AMD); fp32 operands go there too in tf32 mode, or stay exact in
+    ieee mode: the caller says which;
+  * the result is converted to C's element type just before the store.
+
+Tile sizes, pipeline depth and warps come from an autotuner whose candidate
+list depends on the GPU vendor (found at run time). Without a GPU the same
+kernel runs in Triton's interpreter with one small fixed configuration.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import kernelcourse  # noqa: F401  (must come first: picks GPU or interpreter before @triton.jit)
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from kernelcourse.backends.triton import interpreted
+from kernelcourse.device import detect
+from kernelcourse.verify import GemmImpl
+
+
+# --------------------------------------------------------------------------- the kernel
+
+@triton.jit
+def matmul_kernel(
+        a_ptr, b_ptr, c_ptr,
+        M, N, K,
+        stride_am, stride_ak,
+        stride_bk, stride_bn,
+        stride_cm, stride_cn,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_SIZE_M: tl.constexpr,
+        INPUT_PRECISION: tl.constexpr,
+):
+    # -- which tile of C is mine? ------------------------------------------------
+    # Programs are launched in the order of their id. Numbering the tiles row by
+    # row would make the programs in flight together cover one block-row of C,
+    # which needs *all* of B. Instead, walk down GROUP_SIZE_M block-rows first,
+    # then move one block-column right: the programs in flight then cover a
+    # squarish patch of C and re-use each other's A and B tiles from L2.
+    pid = tl.program_id(axis=0)
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M      # tiles down C (rounded up)
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N      # tiles across C
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)   # the last group may be short
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # -- pointers to the first A and B tiles --------------------------------------
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    row_ok = offs_m[:, None] < M
+    col_ok = offs_n[None, :] < N
+
+    # -- the K loop: float32 accumulator, zero-filled edges -------------------------
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, (K + BLOCK_K - 1) // BLOCK_K):
+        k_left = K - k * BLOCK_K          # the last slice may be partial
+        a = tl.load(a_ptrs, mask=row_ok & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & col_ok, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    # -- round once, to C's type, and store the in-bounds part of the tile ----------
+    c = acc.to(c_ptr.dtype.element_ty)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, c, mask=row_ok & col_ok)
+
+
+# --------------------------------------------------------------------------- configurations
+
+def config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8,
+           **hints) -> triton.Config:
+    """One autotuning candidate. `hints` are backend options (AMD: waves_per_eu)."""
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": group,
+                          **hints}, num_stages=stages, num_warps=warps)
+
+
+# NVIDIA, chosen for Hopper (H100/H200) and still valid on Ampere/Ada, where the
+# autotuner drops what does not fit in shared memory. A warp is 32 lanes; Hopper's
+# wgmma is issued by a warpgroup of 4 warps, so the big tiles use 8 warps: two
+# warpgroups, each owning half the tile. num_stages is the depth of the copy
+# pipeline: that many BLOCK_K slices of A and B resident in shared memory at once.
+NVIDIA_CONFIGS = [
+    # 128x256 and 256x128: 85 FLOP per byte loaded (fp16), 144 KB (3 stages) or
+    # 192 KB (4 stages) of shared memory: the big-problem workhorses
+    config(128, 256, 64, 3, 8),
+    config(128, 256, 64, 4, 8),
+    config(256, 128, 64, 3, 8),
+    config(256, 128, 64, 4, 8),
+    # 128x128: twice the programs. 3 stages (96 KB) lets two of them share an SM,
+    # so one's epilogue overlaps the other's main loop
+    config(128, 128, 64, 3, 4),
+    config(128, 128, 64, 4, 4),
+    config(128, 128, 64, 4, 8),
+    # thinner K slices: what fp32 operands (4 bytes, tf32 mode) can afford
+    config(128, 128, 32, 4, 4),
+    config(128, 256, 32, 3, 8),
+    # small tiles: enough programs to occupy 132 SMs when M x N is small
+    config(128, 64, 64, 4, 4),
+    config(64, 128, 64, 4, 4),
+    config(64, 64, 32, 5, 2),
+]
+
+# AMD CDNA (MI200 gfx90a, MI300 gfx942). A wavefront is 64 lanes, so num_warps=4
+# is already 256 threads. LDS is 64 KB per workgroup, so the pipeline stays short:
+# num_stages=2 keeps one slice in LDS while the next is in flight from memory
+# (never 0: HIP needs at least 1). waves_per_eu caps registers so that many waves
+# fit per SIMD (512 VGPRs / waves): 2 for the large compute-bound tiles, more for
+# small tiles, where hiding memory latency matters more. MFMA wants BLOCK_K >= 32.
+AMD_CONFIGS = [
+    config(256, 256, 32, 2, 8, group=4, waves_per_eu=2),
+    config(256, 128, 32, 2, 8, waves_per_eu=2),
+    config(128, 256, 32, 2, 8, waves_per_eu=2),
+    config(128, 128, 64, 2, 4, waves_per_eu=2),
+    config(128, 128, 32, 2, 4, waves_per_eu=2),
+    config(128, 128, 32, 2, 8, waves_per_eu=2),
+    config(128, 64, 64, 2, 4, waves_per_eu=3),
+    config(64, 128, 64, 2, 4, waves_per_eu=3),
+    config(64, 64, 64, 2, 4, waves_per_eu=4),
+    # waves_per_eu=8 would cap this one at 64 VGPRs: its bf16 build spills (see README)
+    config(64, 64, 32, 2, 4, waves_per_eu=6),
+]
+
+# Without a GPU the interpreter runs the programs one after another on the CPU and
+# the tile size changes only how long that takes. 64 x 64 matches the CPU suite's
+# idea of "aligned" (multiples of 64); BLOCK_K = 32 gives the K loop several trips
+# and a partial last slice on most shapes.
+CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8,
+              "num_warps": 4, "num_stages": 1}
+
+
+def configs_for(vendor: str) -> list[triton.Config]:
+    """The candidate list for 'nvidia' or 'amd' (the CPU has none: it uses CPU_CONFIG)."""
+    return {"nvidia": NVIDIA_CONFIGS, "amd": AMD_CONFIGS}.get(vendor, [])
+
+
+def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, vendor: str) -> int:
+    """Shared memory (LDS) for the pipelined A and B slices of one program.
+
+    Hopper's wgmma pipeline keeps num_stages slices resident and AMD's keeps
+    num_stages - 1 (the next one waits in registers): exact, as the AOT compile
+    report confirms. The mma.sync and FMA pipelines (fewer than 4 warps, Ampere,
+    fp32 'ieee') keep num_stages - 1, so for them this is an upper bound.
+    """
+    kw = cfg.kwargs
+    slices = cfg.num_stages if vendor != "amd" else max(1, cfg.num_stages - 1)
+    return slices * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_memory_limit(device_index: int) -> int:
+    props = triton.runtime.driver.active.utils.get_device_properties(device_index)
+    return props["max_shared_mem"]
+
+
+def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limit: int):
+    """The candidates worth compiling for these operands on this GPU:
+
+    * the pipeline must fit in shared memory (fp32 operands take twice the bytes);
+    * on NVIDIA with fp32 operands in 'ieee' mode (no matrix cores: every product on
+      the FMA units), at most 64 accumulators per thread: the operands live in
+      registers too, and the AOT report shows bigger tiles spilling kilobytes.
+    """
+    fits = [c for c in configs if shared_bytes_estimate(c, element_bytes, vendor) <= shared_limit]
+    if vendor == "nvidia" and element_bytes == 4 and precision == "ieee":
+        fits = [c for c in fits if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 32 * c.num_warps]
+    return fits
+
+
+def candidates(dtype: str) -> list[triton.Config]:
+    """This GPU's candidates for a course precision ('fp16', 'bf16', 'tf32', 'fp32')."""
+    torch_dtype, precision = MODES[dtype]
+    vendor = detect().vendor
+    limit = _shared_memory_limit(torch.cuda.current_device())
+    return usable(configs_for(vendor), torch_dtype.itemsize, precision, vendor, limit)
+
+
+def prune_configs(configs, named_args, **kwargs):
+    """The autotuner's early pruning: `usable` for the tensors of this call."""
+    a = named_args["a_ptr"]
+    fits = usable(configs, a.element_size(), kwargs.get("INPUT_PRECISION", "ieee"),
+                  detect().vendor, _shared_memory_limit(a.device.index or 0))
+    return fits or configs[-1:]
+
+
+# How the autotuner times each candidate: shorter than Triton's default (25 ms of
+# warm-up, 100 ms of repeats) so that a lab run meeting ~30 new shapes stays within
+# minutes; still about a hundred launches per candidate at 4096.
+def _autotune_bench(kernel_call, quantiles):
+    return triton.testing.do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
+
+
+# One tuning per (M, N, K, precision mode); Triton adds the tensors' dtypes to the
+# key by itself, so fp16 and bf16 are tuned separately.
+matmul_autotuned = triton.autotune(
+    configs=configs_for(detect().vendor) or [config(64, 64, 32, 1, 4)],    # CPU: unused
+    key=["M", "N", "K", "INPUT_PRECISION"],
+    prune_configs_by={"early_config_prune": prune_configs} if detect().is_gpu else None,
+    do_bench=_autotune_bench,
+)(matmul_kernel)
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+PRECISIONS = ("ieee", "tf32")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
+           precision: str = "ieee", config: dict | None = None) -> torch.Tensor:
+    """C = A @ B. `c` (M x N, any strides) is written if given, else allocated in a's dtype.
+
+    precision: how tl.dot treats fp32 operands. 'ieee': exact fp32 products (on
+    NVIDIA that means the FMA units, no matrix cores); 'tf32': operands rounded to a
+    10-bit mantissa, multiplied on the matrix cores. Products of fp16 or bf16
+    operands are exact in fp32 either way, so for them 'ieee' is always passed.
+    config: one fixed configuration (a dict like CPU_CONFIG) instead of autotuning;
+    in the interpreter CPU_CONFIG is the default.
+    """
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"A is {a.dtype} but B is {b.dtype}: convert one first")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    M, K = a.shape
+    N = b.shape[1]
+    if c is None:
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if a.dtype != torch.float32:
+        precision = "ieee"
+    # one program per tile of C, in a 1-D grid: the kernel works out which tile
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+            c.stride(0), c.stride(1))
+    if config is None and interpreted():
+        config = CPU_CONFIG
+    if config is None:
+        matmul_autotuned[grid](*args, INPUT_PRECISION=precision)
+    else:
+        matmul_kernel[grid](*args, INPUT_PRECISION=precision, **config)
+    return c
+
+
+def best_config() -> dict | None:
+    """The configuration the autotuner chose for its most recent call, as a dict."""
+    cfg = getattr(matmul_autotuned, "best_config", None)
+    return config_dict(cfg) if cfg is not None else None
+
+
+def config_dict(cfg: triton.Config) -> dict:
+    return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+
+
+def config_name(cfg) -> str:
+    """'128x256x64 s3 w8 g8' (tile, stages, warps, group) for a Config or a config dict."""
+    d = config_dict(cfg) if isinstance(cfg, triton.Config) else cfg
+    extra = "".join(f" {k}={v}" for k, v in d.items() if k not in
+                    ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_SIZE_M", "num_warps", "num_stages"))
+    return (f"{d['BLOCK_M']}x{d['BLOCK_N']}x{d['BLOCK_K']} s{d['num_stages']} "
+            f"w{d['num_warps']} g{d['GROUP_SIZE_M']}{extra}")
+
+
+# --------------------------------------------------------------------------- the harness's view
+
+# course precision -> (torch operand dtype, tl.dot input precision)
+MODES = {"fp16": (torch.float16, "ieee"), "bf16": (torch.bfloat16, "ieee"),
+         "tf32": (torch.float32, "tf32"), "fp32": (torch.float32, "ieee")}
+
+
+def triton_gemm_impl(backend, dtype: str = "fp16", **fixed_config) -> GemmImpl:
+    """This kernel as a GemmImpl, for kernelcourse.verify and kernelcourse.bench.
+
+    dtype: 'fp16', 'bf16', 'tf32' (fp32 operands, tf32 products) or 'fp32' (ieee).
+    fixed_config: BLOCK_M=..., BLOCK_N=..., BLOCK_K=... (and GROUP_SIZE_M, num_warps,
+    num_stages) pin one configuration. Without it the autotuner chooses on a GPU;
+    in the CPU interpreter CPU_CONFIG is used, and the name says so.
+    """
+    if dtype not in MODES:
+        raise ValueError(f"dtype must be one of {tuple(MODES)}, got {dtype!r}")
+    device = detect()
+    if dtype == "tf32" and device.vendor == "amd" and device.arch != "gfx942":
+        raise ValueError(f"{device.arch} has no tf32 (xf32) matrix instructions; "
+                         "Triton offers them on gfx942 (MI300) only")
+    precision = MODES[dtype][1]
+    on_gpu = getattr(backend, "torch_device", "cpu") == "cuda"
+    if fixed_config:
+        cfg = {"GROUP_SIZE_M": 8, "num_warps": 4, "num_stages": 3, **fixed_config}
+    else:
+        cfg = None if on_gpu else dict(CPU_CONFIG)   # autotuning would take hours in the interpreter
+    label = f"[{config_name(cfg)}]" if cfg else "(autotuned)"
+    if not on_gpu:
+        label += " interpreter"
+
+    def run(A, B, C, M, N, K):
+        matmul(A, B, C, precision=precision, config=cfg)
+    return GemmImpl(f"triton {dtype} {label}", backend, run, dtype)
+
+
+# --------------------------------------------------------------------------- L2 grouping
+
+def launch_order(num_pid_m: int, num_pid_n: int, group: int) -> list[list[int]]:
+    """The kernel's program-id swizzle, in Python: order[m][n] = the pid that computes
+    tile (m, n). Launch order is pid order, so this is the picture of who runs when."""
+    order = [[0] * num_pid_n for _ in range(num_pid_m)]
+    for pid in range(num_pid_m * num_pid_n):
+        in_group = group * num_pid_n
+        first_m = (pid // in_group) * group
+        size_m = min(num_pid_m - first_m, group)
+        m = first_m + (pid % in_group) % size_m
+        n = (pid % in_group) // size_m
+        order[m][n] = pid
+    return order
+
+
+def wave_footprint(M: int, N: int, K: int, bm: int, bn: int, group: int,
+                   programs: int, element_bytes: int = 2) -> dict:
+    """Bytes of A and B that the first `programs` programs (one wave) read between them.
+
+    Every program reads a BLOCK_M x K strip of A and a K x BLOCK_N strip of B. Programs
+    sharing a strip can share it through L2, so what the wave needs from L2 is the
+    distinct strips; when that exceeds L2, strips are fetched from HBM again and again.
+    """
+    order = launch_order(-(-M // bm), -(-N // bn), group)
+    running = [(m, n) for m, row in enumerate(order) for n, pid in enumerate(row) if pid < programs]
+    rows = {m for m, _ in running}
+    cols = {n for _, n in running}
+    a_bytes = len(rows) * bm * K * element_bytes
+    b_bytes = len(cols) * bn * K * element_bytes
+    return {"group": group, "programs": len(running), "a_strips": len(rows), "b_strips": len(cols),
+            "mbytes": (a_bytes + b_bytes) / 2**20,
+            "flop_per_byte": 2 * len(running) * bm * bn * K / (a_bytes + b_bytes)}
+
+
+def measure_grouping(backend, dtype: str = "fp16", sizes=(4096, 8192, 16384),
+                     groups=(1, 8), warmup: int = 3, repeats: int = 15):
+    """Time one fixed large tile with GROUP_SIZE_M = 1 (row-major launch) and 8.
+
+    Returns a list of bench.Timing, or a sentence saying why nothing was measured:
+    the interpreter runs programs one at a time and has no cache, so there is no
+    effect to see on the CPU.
+    """
+    from kernelcourse.bench import time_gemm
+    if getattr(backend, "torch_device", "cpu") != "cuda":
+        return ("skipped: the CPU interpreter runs one program at a time and models no "
+                "cache, so L2 grouping has nothing to change there; run on a GPU")
+    big = config_dict(configs_for(detect().vendor)[0])
+    timings = []
+    for size in sizes:
+        for group in groups:
+            impl = triton_gemm_impl(backend, dtype, **{**big, "GROUP_SIZE_M": group})
+            timings.append(time_gemm(impl, size, size, size, warmup=warmup, repeats=repeats))
+    return timings
+
+
+# --------------------------------------------------------------------------- ahead of time
+
+TRITON_TYPE = {"fp16": "fp16", "bf16": "bf16", "tf32": "fp32", "fp32": "fp32"}
+_POINTERS = ("a_ptr", "b_ptr", "c_ptr")
+# A row-major launch: Triton turns any integer argument equal to 1 into a
+# compile-time 1 (so the unit strides are constants), and marks every pointer and
+# integer that is a multiple of 16 ('tt.divisibility', which allows vector loads);
+# on AMD it also marks tensors under 2 GB, which may then use buffer loads.
+_UNIT_STRIDES = ("stride_ak", "stride_bn", "stride_cn")
+SHARED_LIMIT = {"sm_90": 232448, "sm_80": 166912, "gfx942": 65536, "gfx90a": 65536}
+
+
+def compile_job(cfg: triton.Config, dtype: str, target: str) -> dict:
+    """The arguments of compile_only.triton_compile for one candidate on `target`."""
+    names = matmul_kernel.arg_names
+    signature, attrs = {}, {}
+    for i, name in enumerate(names):
+        if name in _POINTERS:
+            signature[name] = f"*{TRITON_TYPE[dtype]}"
+        elif name[0].isupper() and name not in ("M", "N", "K") or name in _UNIT_STRIDES:
+            signature[name] = "constexpr"
+        else:
+            signature[name] = "i32"
+        if signature[name] != "constexpr":
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        if name in _POINTERS and target.startswith("gfx"):
+            attrs[(i,)].append(["tt.pointer_range", 32])    # under 2 GB: AMD buffer loads
+    meta = dict(cfg.kwargs)
+    options = {k: meta.pop(k) for k in list(meta) if k not in names}    # waves_per_eu, ...
+    constexprs = {**meta, "INPUT_PRECISION": MODES[dtype][1], **{s: 1 for s in _UNIT_STRIDES}}
+    return dict(signature=signature, constexprs=constexprs, target=target, num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages, attrs=attrs, options=options)
+
+
+def compile_one(cfg: triton.Config, dtype: str, target: str):
+    """Compile one candidate for `target` (sm_90, gfx942, ...) with no GPU: a TritonBuild."""
+    from kernelcourse.backends.compile_only import triton_compile_many
+    return triton_compile_many(matmul_kernel, [compile_job(cfg, dtype, target)])[0]
+
+
+def _report_rows(dtype: str, target: str) -> list[dict]:
+    from kernelcourse.backends.compile_only import triton_compile_many
+    configs = NVIDIA_CONFIGS if target.startswith("sm_") else AMD_CONFIGS
+    start = time.perf_counter()
+    builds = triton_compile_many(matmul_kernel, [compile_job(c, dtype, target) for c in configs])
+    seconds = time.perf_counter() - start
+    rows = []
+    for cfg, build in zip(configs, builds):
+        r = build.resources
+        rows.append({"target": target, "dtype": dtype, "config": config_name(cfg),
+                     "registers": r.registers, "sgprs": r.sgprs, "shared_bytes": r.shared_bytes,
+                     "fits": r.shared_bytes <= SHARED_LIMIT.get(target, r.shared_bytes),
+                     "spill_stores": r.spill_stores, "spill_loads": r.spill_loads,
+                     "spills": r.spills, "stack_bytes": r.stack_bytes,
+                     "target_seconds": round(seconds, 1)})
+    return rows
+
+
+def compile_report(dtype: str = "fp16", targets: tuple[str, ...] = ("sm_90", "gfx942")) -> list[dict]:
+    """Every NVIDIA candidate compiled for sm_90 and every AMD one for gfx942, with no
+    GPU: registers (VGPRs on AMD), shared memory (LDS), spills.
+
+    Under the interpreter compile_only compiles in a child process (the interpreter's
+    stand-ins for triton.language would break the real compiler); the targets then
+    compile in parallel, one child each. Triton caches what it compiled
+    (~/.triton/cache), so a second report takes seconds.
+    """
+    if interpreted():
+        with ThreadPoolExecutor(len(targets)) as pool:
+            return [row for rows in pool.map(lambda t: _report_rows(dtype, t), targets)
+                    for row in rows]
+    return [row for target in targets for row in _report_rows(dtype, target)]
+
+
+def report_table(rows: list[dict]) -> str:
+    lines = [f"{'target':7} {'dtype':5} {'config':34} {'regs':>5} {'shared B':>9} {'fits':>4} "
+             f"{'spill st':>8} {'spill ld':>8}"]
+    for r in rows:
+        lines.append(f"{r['target']:7} {r['dtype']:5} {r['config']:34} {r['registers']:>5} "
+                     f"{r['shared_bytes']:>9} {'yes' if r['fits'] else 'NO':>4} "
+                     f"{r['spill_stores']:>8} {r['spill_loads']:>8}")
+    lines.append("regs: 32-bit registers per thread (sm_90) or VGPRs per lane (gfx942); spills: "
+                 "bytes (sm_90) or VGPRs / SGPRs spilled (gfx942)")
+    seconds = {r["target"]: r["target_seconds"] for r in rows}
+    lines.append("compile time: " + ", ".join(f"{t} {s:.0f} s" for t, s in seconds.items()))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- interpreter fixes
+
+def _interpreter_bf16_fixes() -> None:
+    """Two bf16 slips of Triton's CPU interpreter (seen in 3.9), mended so the CPU
+    result means what the GPU's does. Nothing here touches a GPU build.
+
+    * bf16 tiles are held as raw uint16 and tl.dot multiplied the bit patterns as
+      integers: widen them to fp32 first (exact: bf16 is the top half of an fp32).
+    * fp32 -> bf16 (`acc.to(...)`) truncated; the GPU rounds to nearest even.
+    """
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder, "kernelcourse_bf16_fixed", False):
+        return
+    dot, cast = builder.create_dot, builder.cast_impl
+
+    def widen(h):
+        if h.dtype == tl.bfloat16:
+            return interpreter.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32),
+                                            tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            bits = np.ascontiguousarray(src.data, np.float32).view(np.uint32).astype(np.uint64)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16      # nearest, ties to even
+            nan = np.isnan(src.data)
+            out = np.where(nan, 0x7FC0, rounded).astype(np.uint16)
+            return interpreter.TensorHandle(out, tl.bfloat16)
+        return cast(self, src, dst_type)
+
+    builder.create_dot, builder.cast_impl = create_dot, cast_impl
+    builder.kernelcourse_bf16_fixed = True
+
+
+if interpreted():
+    _interpreter_bf16_fixes()

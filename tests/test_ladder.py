@@ -1,0 +1,198 @@
+"""The ladder's three rungs (labs 01-03), built and launched through kernelcourse.ladder.
+
+CPU: every Triton twin passes verification in the interpreter; every .cu file compiles
+for sm_90 (NVRTC) and gfx90a (hiprtc/hipcc) with no spills and exactly the shared
+memory its tiles need; the static asserts refuse tile sizes that cannot work; the
+launch geometry covers C.  GPU (`-m gpu`): every C rung, and its variants that the
+labs time, passes verification on the GPU suite.
+"""
+import re
+
+import pytest
+
+from kernelcourse import gemm, ladder
+from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, hip_compile,
+                                                nvrtc_compile)
+from kernelcourse.device import detect
+from kernelcourse.verify import GemmImpl, verify
+
+RUNGS = {r.name: r for r in ladder.RUNGS}
+
+# (rung, defines) pairs that the labs build: the defaults and the variants they time or report.
+BUILDS = [
+    ("naive", {}), ("naive", {"BLOCK_X": 16, "BLOCK_Y": 16}),
+    ("tiled", {}), ("tiled", {"TILE": 16}),
+    ("regblock", {}), ("regblock", {"BK": 32}), ("regblock", {"A_PAD": 4}),
+    ("regblock", {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}),
+]
+BUILD_IDS = [f"{name}-{'-'.join(f'{k}{v}' for k, v in d.items()) or 'default'}" for name, d in BUILDS]
+
+
+# ----------------------------------------------------------------------------- CPU
+
+def test_rungs_in_ladder_order():
+    assert [r.name for r in ladder.RUNGS] == ["naive", "tiled", "regblock"]
+    for rung in ladder.RUNGS:
+        assert rung.source.is_file() and rung.twin.is_file()
+        assert rung.kernel in rung.source.read_text()
+
+
+def test_analytic_intensity():
+    assert RUNGS["naive"].intensity() == 0.25
+    assert RUNGS["tiled"].intensity() == 8.0                 # T/4 at T = 32
+    assert RUNGS["tiled"].intensity(TILE=16) == 4.0
+    assert RUNGS["regblock"].intensity() == 16.0             # BM*BN / (2 (BM+BN)) at 64 x 64
+    assert RUNGS["regblock"].intensity(BK=32) == 16.0        # BK cancels
+
+
+@pytest.mark.parametrize("name", list(RUNGS))
+def test_twin_passes_verification(name, triton_backend):
+    rung = RUNGS[name]
+    report = ladder.check(rung.triton_impl(triton_backend), rung)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
+def test_compiles_for_sm90_without_spills(name, defines):
+    rung = RUNGS[name]
+    usage = nvrtc_compile(rung.source, "sm_90", rung.config(**defines)).resources[rung.kernel]
+    assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
+    assert usage.shared_bytes == rung.shared_bytes(**defines), usage
+
+
+def test_shared_memory_is_the_tiles():
+    """The numbers the labs quote, spelled out."""
+    def smem(name, **d):
+        rung = RUNGS[name]
+        return nvrtc_compile(rung.source, "sm_90", rung.config(**d)).resources[rung.kernel].shared_bytes
+    assert smem("naive") == 0
+    assert smem("tiled") == 2 * 32 * 32 * 4 == 8192
+    assert smem("tiled", TILE=16) == 2048
+    assert smem("regblock") == (16 * (64 + 1) + 16 * 64) * 4 == 8256
+
+
+def test_regblock_leaves_room_for_four_blocks_per_sm():
+    """64 registers or fewer: four 256-thread blocks (32 warps) fit in an SM's 64K registers."""
+    rung = RUNGS["regblock"]
+    usage = nvrtc_compile(rung.source, "sm_90", rung.config()).resources[rung.kernel]
+    assert usage.registers <= 64, usage
+
+
+@pytest.mark.parametrize("name,defines", BUILDS[:6], ids=BUILD_IDS[:6])
+def test_compiles_for_gfx90a_without_spills(name, defines):
+    rung = RUNGS[name]
+    try:
+        build = hip_compile(rung.source, "gfx90a", rung.config(**defines))
+    except CompilerNotFound as exc:
+        pytest.skip(f"no AMD compiler here: {exc}")
+    usage = build.resources[rung.kernel]
+    assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
+    assert usage.shared_bytes == rung.shared_bytes(**defines), usage
+
+
+@pytest.mark.parametrize("name,defines,why", [
+    ("tiled", {"TILE": 64}, "TILE * TILE must fit in a block"),
+    ("regblock", {"BK": 8}, "every thread must load the same number of float4"),
+    ("regblock", {"TM": 3}, "micro-tiles must tile the block tile"),
+], ids=["tile64", "bk8", "tm3"])
+def test_static_asserts_refuse_impossible_tiles(name, defines, why):
+    rung = RUNGS[name]
+    with pytest.raises(CompileError, match=re.escape(why)):
+        nvrtc_compile(rung.source, "sm_90", rung.config(**defines))
+
+
+def test_unknown_define_is_refused():
+    with pytest.raises(ValueError, match="no define"):
+        RUNGS["tiled"].config(TILES=16)
+
+
+@pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
+@pytest.mark.parametrize("M,N", [(1, 1), (1000, 1000), (1000, 700), (4096, 4096), (389, 17)])
+def test_grid_covers_c(name, defines, M, N):
+    rung = RUNGS[name]
+    d = rung.config(**defines)
+    (gx, gy), block = rung.launch_geometry(M, N, **defines)
+    if name == "regblock":
+        tile_x, tile_y = d["BN"], d["BM"]
+    elif name == "tiled":
+        tile_x = tile_y = d["TILE"]
+    else:
+        tile_x, tile_y = d["BLOCK_X"], d["BLOCK_Y"]
+    assert gx * tile_x >= N > (gx - 1) * tile_x      # enough blocks, and not one too many
+    assert gy * tile_y >= M > (gy - 1) * tile_y
+    threads = 1
+    for b in block:
+        threads *= b
+    assert threads <= 1024
+
+
+def test_c_impl_compiles_once_at_creation():
+    """c_impl compiles through backend.compile when created; the run only launches."""
+    calls = []
+
+    class Recorder:
+        name = "recorder"
+
+        def compile(self, source, kernel, defines):
+            calls.append((kernel, dict(defines)))
+            return lambda grid, block, args: calls.append((grid, block))
+    impl = RUNGS["regblock"].c_impl(Recorder(), BK=32)
+    assert calls == [("sgemm_regblock", RUNGS["regblock"].config(BK=32))]
+    impl(None, None, None, 100, 130, 7)
+    assert calls[-1] == ((3, 2), (256,))
+    assert impl.name == "regblock BK=32 (recorder)"
+
+
+# ----------------------------------------------------------------------------- GPU
+
+@pytest.fixture(scope="module")
+def amd_backend():
+    if detect().vendor != "amd":
+        pytest.skip(f"needs an AMD GPU; this machine: {detect().describe()}")
+    from kernelcourse.backends import get_backend
+    return get_backend("hip")
+
+
+def misaligned(impl: GemmImpl) -> GemmImpl:
+    """The same GEMM on copies of A, B and C that start 4 bytes past a 16-byte boundary,
+    so every float4 path must notice and fall back to scalar loads and stores."""
+    cupy = impl.backend.cupy
+
+    def shifted(x):
+        y = cupy.empty(x.size + 1, x.dtype)[1:].reshape(x.shape)
+        y[...] = x
+        return y
+
+    def run(A, B, C, M, N, K):
+        c = shifted(C)
+        impl(shifted(A), shifted(B), c, M, N, K)
+        C[...] = c
+    return GemmImpl(impl.name + " misaligned", impl.backend, run)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
+def test_c_rung_on_cuda(name, defines, cuda_backend):
+    report = verify(RUNGS[name].c_impl(cuda_backend, **defines))
+    assert report.passed, str(report)
+
+
+@pytest.mark.gpu
+def test_regblock_on_misaligned_pointers(cuda_backend):
+    report = verify(misaligned(RUNGS["regblock"].c_impl(cuda_backend)))
+    assert report.passed, str(report)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(RUNGS))
+def test_twin_on_gpu(name, nvidia, triton_backend):
+    rung = RUNGS[name]
+    report = verify(rung.triton_impl(triton_backend), suite=gemm.GPU_SUITE)
+    assert report.passed, str(report)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(RUNGS))
+def test_c_rung_on_hip(name, amd_backend):
+    report = verify(RUNGS[name].c_impl(amd_backend))
+    assert report.passed, str(report)
