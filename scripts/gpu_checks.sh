@@ -1,22 +1,48 @@
 #!/usr/bin/env bash
-# Every GPU check of a release, in one go, on a machine with an NVIDIA GPU and its own
-# Python (no set-up): the gpu-marked tests, the library timing check, every lab at its
-# default size and the ladder at 1000. A summary and one tarball (logs + results/) go to $1.
+# The GPU checks of a release, on a machine with an NVIDIA GPU and its own Python (no set-up):
+#   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
+# Steps: test-gpu (the gpu-marked tests; summary kept in results/), bench-library, lab01 ..
+# lab05 (each at its default size), lab04-1000 (every boundary guard). Default: all of them.
+# A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
-out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR}
-logs=$(mktemp -d)
-mkdir -p "$out"
+out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
+shift
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+logs=$(mktemp -d)
+mkdir -p "$out"
 cd "$(dirname "$0")/.."
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$logs/gpu.txt"
-step() { local name=$1; shift; echo "=== $name"; ( time "$@" ) > "$logs/$name.log" 2>&1; echo "rc=$? $name" | tee -a "$out/summary.txt"; tail -n 25 "$logs/$name.log"; }
-step test-gpu make test-gpu PYTHON="$py"
-step bench-library "$py" -m kernelcourse bench-library --size 4096
-for lab in ${LABS:-01 02 03 04 05}; do
-  step "lab$lab" "$py" -m kernelcourse run-lab "$lab"
+
+run_step() {
+  case $1 in
+    test-gpu)      "$py" -m pytest -m gpu tests -rA -p no:cacheprovider ;;
+    bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
+    lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
+    lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
+    *)             echo "unknown step $1"; return 2 ;;
+  esac
+}
+
+for step in $steps; do
+  echo "=== $step"
+  start=$(date +%s)
+  run_step "$step" > "$logs/$step.log" 2>&1
+  rc=$?
+  echo "rc=$rc $step ($(( $(date +%s) - start )) s)" | tee -a "$out/summary.txt"
+  tail -n 30 "$logs/$step.log"
+  if [ "$step" = test-gpu ]; then
+    mkdir -p results
+    { echo "make test-gpu on $device, $(date -u +%FT%TZ), python $("$py" -V 2>&1 | cut -d' ' -f2),"\
+           "torch $("$py" -c 'import torch; print(torch.__version__)'),"\
+           "triton $("$py" -c 'import triton; print(triton.__version__)'),"\
+           "cupy $("$py" -c 'import cupy; print(cupy.__version__)')"
+      grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|^=+ .*(passed|failed)' "$logs/$step.log"
+    } > "results/test-gpu-$device.txt"
+  fi
 done
-step lab04-1000 "$py" -m kernelcourse run-lab 04 --size 1000
 cp -r results "$logs/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"
