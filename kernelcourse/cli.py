@@ -133,8 +133,8 @@ def bench_library(size: int) -> int:
               f"{row['torch_event_loop_tflops']:6.1f} | do_bench (L2 flushed) "
               f"{row['torch_do_bench_l2_flushed_tflops']:6.1f} | harness/loop "
               f"{row['harness_cupy_over_torch_event_loop']:.3f}")
-    name = detect().name.replace(" ", "-")
-    path = bench.save(RESULTS / f"library-check-{name}-{size}.json", {"rows": rows}, cuda)
+    from .ladder import device_slug
+    path = bench.save(RESULTS / f"library-check-{device_slug(cuda)}-{size}.json", {"rows": rows}, cuda)
     print(f"wrote {path.relative_to(REPO)}")
     return 0
 

@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z ' 'a-z-')
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$logs/gpu.txt"
 
 run_step() {

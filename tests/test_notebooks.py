@@ -2,8 +2,9 @@
 (`make test` also executes every notebook headless with nbmake.)"""
 from pathlib import Path
 
-import jupytext
 import pytest
+
+jupytext = pytest.importorskip("jupytext", reason="jupytext is a dev dependency (make setup installs it)")
 
 LABS = sorted((Path(__file__).resolve().parent.parent / "labs").glob("*/lab.py"))
 
