@@ -5,6 +5,8 @@
   run-lab NN        run labs/NN-*/lab.py (--backend auto|cuda|hip|triton, --size N)
   bench-library     time the vendor library through the harness beside torch.matmul timed
                     on its own, to show the harness measures what everyone else measures
+  resources         compile every rung of the ladder for sm_90 and gfx90a (no GPU needed)
+                    and keep the register / shared-memory / spill report in results/
 """
 from __future__ import annotations
 
@@ -153,6 +155,30 @@ def _event_loop_ms(fn, warmup: int = 10, repeats: int = 50) -> float:
     return start.elapsed_time(stop) / repeats
 
 
+def resources() -> int:
+    from . import bench
+    from .backends import compile_only
+    from .lab import resource_table
+    from .ladder import RUNGS
+    rows = []
+    for rung in RUNGS:
+        usage = rung.resources()
+        print(resource_table(usage))
+        rows.append({"rung": rung.name, "defines": rung.config(),
+                     "resources": [u.as_dict() if hasattr(u, "as_dict") else u for u in usage]})
+    compilers = {"nvrtc": compile_only.nvrtc_version()}
+    for name, version in (("hiprtc", compile_only.hiprtc_version), ("hipcc", compile_only.hipcc_version)):
+        try:
+            compilers[name] = version()
+        except Exception as exc:         # not installed here: say so in the file
+            compilers[name] = f"not available: {exc}"
+    path = bench.save(RESULTS / "resources-compile-only.json",
+                      {"what": "compile-only resource usage (no GPU involved)",
+                       "compilers": compilers, "rungs": rows})
+    print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelcourse", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,9 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--size", type=int, default=None, help="M = N = K (default: by device)")
     lib = sub.add_parser("bench-library", help="check the harness's timing against torch.matmul")
     lib.add_argument("--size", type=int, default=4096)
+    sub.add_parser("resources", help="compile-only resource report of every rung, kept in results/")
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
     if args.command == "run-lab":
         return run_lab(args.lab, args.backend, args.size)
+    if args.command == "resources":
+        return resources()
     return bench_library(args.size)

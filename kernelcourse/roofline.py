@@ -69,10 +69,11 @@ def plot(points: list[dict], ceilings: dict, path: str | Path, title: str) -> Pa
     for name, (peak, bw, style) in ceilings.items():
         ax.plot(x, np.minimum(peak, x * bw), style, label=f"{name}: {peak:.0f} TFLOP/s, {bw:.2f} TB/s")
         ax.axvline(ridge_point(peak, bw), color="grey", lw=0.5, ls=":")
-    for p in points:
+    for i, p in enumerate(points):
         ax.scatter(p["intensity"], p["tflops"], s=40, zorder=3)
+        # alternate the label above and below the point: rungs often share an intensity
         ax.annotate(p["label"], (p["intensity"], p["tflops"]), textcoords="offset points",
-                    xytext=(6, -4), fontsize=9)
+                    xytext=(6, 6 if i % 2 else -12), fontsize=9)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of global-memory traffic)")
