@@ -1,8 +1,10 @@
 """Lab 05's Triton GEMM: correct in every precision, and sane when compiled for sm_90 and gfx942.
 
-On a CPU machine the kernel runs in Triton's interpreter with one fixed small
-configuration, and every autotuning candidate is compiled ahead of time for the
-GPU it targets. On a GPU (`-m gpu`) the autotuned kernel runs the GPU suite.
+On a CPU machine the masked kernel runs in Triton's interpreter with one fixed small
+configuration, every autotuning candidate of both kernels is compiled ahead of time
+for the GPU it targets, and the rule that picks the TMA kernel is checked on its own.
+On a GPU (`-m gpu`) the autotuned kernels run the GPU suite: the TMA kernel where the
+matrices allow it, the masked kernel elsewhere.
 """
 import sys
 
@@ -11,9 +13,9 @@ import torch
 
 from kernelcourse.backends import get_backend
 from kernelcourse.device import detect
-from kernelcourse.gemm import CPU_SUITE, GPU_SUITE
+from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape, Suite
 from kernelcourse.lab import REPO
-from kernelcourse.verify import verify
+from kernelcourse.verify import TOLERANCE, verify
 
 sys.path.insert(0, str(REPO / "labs" / "05-triton-gemm"))
 import triton_gemm  # noqa: E402
@@ -84,20 +86,89 @@ def test_pruning_for_operand_width_and_mode():
         names(triton_gemm.AMD_CONFIGS)
 
 
+def test_path_rule_device_and_dtype():
+    """TMA: NVIDIA Hopper or datacenter Blackwell, 16-bit operands. Everything else,
+    the interpreter included, keeps the masked kernel."""
+    fp16, bf16, fp32 = torch.float16, torch.bfloat16, torch.float32
+    assert triton_gemm.tma_unavailable("sm_90", fp16) is None
+    assert triton_gemm.tma_unavailable("sm_90", bf16) is None
+    assert triton_gemm.tma_unavailable("sm_100", bf16) is None
+    for arch, dtype in (("sm_90", fp32), ("sm_80", fp16), ("sm_89", fp16), ("sm_120", fp16),
+                        ("gfx942", fp16), ("gfx90a", bf16), (None, fp16)):
+        assert triton_gemm.tma_unavailable(arch, dtype), (arch, dtype)
+
+
+def test_path_rule_alignment():
+    """Base addresses and row strides must be multiples of 16 bytes, rows contiguous."""
+    def fp16(rows, cols):
+        return torch.zeros(rows, cols, dtype=torch.float16)
+    a, b, c = fp16(1000, 4000), fp16(4000, 1000), fp16(1000, 1000)    # 8000- and 2000-byte rows
+    assert triton_gemm.tma_refusal("sm_90", a, b, c) is None
+    assert triton_gemm.tma_refusal("gfx942", a, b, c)                  # the device rules first
+    assert "B's rows" in triton_gemm.tma_refusal("sm_90", a, fp16(4000, 1001), fp16(1000, 1001))
+    assert "A's rows" in triton_gemm.tma_refusal("sm_90", fp16(1000, 4001), fp16(4001, 1000), c)
+    shifted = torch.zeros(1000 * 1000 + 1, dtype=torch.float16)[1:].view(1000, 1000)
+    assert shifted.data_ptr() % 16 == 2
+    assert "C starts" in triton_gemm.tma_refusal("sm_90", a, b, shifted)
+    assert "not contiguous" in triton_gemm.tma_refusal("sm_90", a, fp16(1000, 4000).t(), c)
+    window = fp16(1000, 1064)[:, 8:1008]              # a column window: stride 1064, base + 16 B
+    assert triton_gemm.tma_refusal("sm_90", a, b, window) is None
+    assert "C is torch.float32" in triton_gemm.tma_refusal("sm_90", a, b, c.float())
+
+
+def test_interpreter_runs_the_masked_kernel(triton_backend):
+    """On the CPU every call takes the masked kernel, and insisting on TMA is an error."""
+    a = torch.rand(64, 64, device=triton_backend.torch_device, dtype=torch.float16)
+    triton_gemm.matmul(a, a)
+    ran = triton_gemm.last_run()
+    if triton_backend.torch_device == "cpu":
+        assert ran["path"] == "masked" and "interpreter" in ran["why_not_tma"]
+        assert ran["config"] == triton_gemm.CPU_CONFIG
+        with pytest.raises(ValueError, match="TMA"):
+            triton_gemm.matmul(a, a, path="tma")
+        with pytest.raises(ValueError, match="TMA"):
+            triton_gemm.triton_gemm_impl(triton_backend, "fp16", path="tma")
+
+
+def test_tma_kernel_in_the_interpreter(triton_backend, monkeypatch):
+    """The TMA kernel's own logic, run by Triton's interpreter (which emulates descriptors:
+    reads past an edge give zeros, writes past it are dropped) on a pretend 3-SM GPU, so
+    each program loops over several tiles. matmul() itself never takes it on the CPU."""
+    if triton_backend.torch_device != "cpu":
+        pytest.skip("on a GPU the -m gpu tests run the TMA kernel for real")
+    monkeypatch.setattr(triton_gemm, "_device_properties",
+                        lambda index: {"multiprocessor_count": 3})
+    cfg = {**triton_gemm.CPU_CONFIG, "GROUP_SIZE_M": 2}
+    torch.manual_seed(2)
+    for M, N, K in ((200, 136, 72), (8, 8, 8)):          # ragged M, N and K; all under a tile
+        for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+            a, b = torch.rand(M, K, dtype=dtype), torch.rand(K, N, dtype=dtype)
+            wide = torch.full((M, N + 16), -1.0, dtype=dtype)
+            c = wide[:, 8:8 + N]                          # a window, 16 bytes into each row
+            assert triton_gemm.tma_refusal("sm_90", a, b, c) is None
+            triton_gemm.matmul_tma_persistent(a, b, c, cfg)
+            ref = a.double() @ b.double()
+            assert float((c.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE[name]
+            assert torch.all(wide[:, :8] == -1) and torch.all(wide[:, 8 + N:] == -1)
+
+
 # ----------------------------------------------------------------------------- ahead of time
 
 @pytest.fixture(scope="module", params=["fp16", "bf16"])
 def aot(request):
-    """Every candidate compiled for its target (sm_90 / gfx942), once per dtype (~30 s cold)."""
+    """Every candidate of both kernels compiled for its target (sm_90 / gfx942), once per
+    dtype (~30 s cold)."""
     return request.param, triton_gemm.compile_report(request.param)
 
 
 def test_every_candidate_compiles_without_spills(aot):
     dtype, rows = aot
-    assert len(rows) == len(triton_gemm.NVIDIA_CONFIGS) + len(triton_gemm.AMD_CONFIGS)
-    assert {r["target"] for r in rows} == {"sm_90", "gfx942"}
+    assert len(rows) == (len(triton_gemm.NVIDIA_CONFIGS) + len(triton_gemm.TMA_CONFIGS)
+                         + len(triton_gemm.AMD_CONFIGS))
+    assert {(r["kernel"], r["target"]) for r in rows} == {
+        ("masked", "sm_90"), ("tma", "sm_90"), ("masked", "gfx942")}
     for r in rows:
-        where = f"{r['target']} {dtype} {r['config']}"
+        where = f"{r['kernel']} {r['target']} {dtype} {r['config']}"
         assert r["registers"] > 0 and r["shared_bytes"] > 0, f"{where}: report not parsed"
         assert r["fits"], f"{where}: {r['shared_bytes']} B of shared memory does not fit"
         assert not r["spills"], (f"{where}: spills ({r['spill_stores']} stored, "
@@ -117,14 +188,21 @@ def test_register_budgets(aot):
 
 
 def test_shared_memory_model_matches_the_compiler(aot):
-    """The autotuner prunes with num_stages slices (Hopper wgmma) or num_stages - 1 (AMD):
-    exact there; an upper bound for the mma.sync pipeline of a 2-warp program."""
+    """The masked kernel's autotuner prunes with num_stages slices (Hopper wgmma) or
+    num_stages - 1 (AMD): exact there; an upper bound for the mma.sync pipeline of a
+    2-warp program. The TMA kernel adds its C tile and one barrier per stage: exact."""
     dtype, rows = aot
-    configs = {("sm_90", triton_gemm.config_name(c)): c for c in triton_gemm.NVIDIA_CONFIGS}
-    configs.update({("gfx942", triton_gemm.config_name(c)): c for c in triton_gemm.AMD_CONFIGS})
+    configs = {(kernel, target, triton_gemm.config_name(c)): c
+               for kernel, target, candidates in (("masked", "sm_90", triton_gemm.NVIDIA_CONFIGS),
+                                                  ("tma", "sm_90", triton_gemm.TMA_CONFIGS),
+                                                  ("masked", "gfx942", triton_gemm.AMD_CONFIGS))
+               for c in candidates}
     for r in rows:
-        cfg = configs[(r["target"], r["config"])]
+        cfg = configs[(r["kernel"], r["target"], r["config"])]
         vendor = "nvidia" if r["target"] == "sm_90" else "amd"
+        if r["kernel"] == "tma":
+            assert triton_gemm.tma_shared_bytes(cfg, 2) == r["shared_bytes"], r["config"]
+            continue
         estimate = triton_gemm.shared_bytes_estimate(cfg, 2, vendor)
         if vendor == "nvidia" and cfg.num_warps < 4:           # no warpgroup: mma.sync
             assert estimate >= r["shared_bytes"], r["config"]
@@ -134,12 +212,48 @@ def test_shared_memory_model_matches_the_compiler(aot):
 
 # ----------------------------------------------------------------------------- on a GPU
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_autotuned_kernel_passes_the_gpu_suite(dtype):
+def _gpu_backend():
     device = detect()
     if device.vendor not in ("nvidia", "amd"):
         pytest.skip(f"needs a GPU; this machine: {device.describe()}")
-    backend = get_backend("triton")
-    report = verify(triton_gemm.triton_gemm_impl(backend, dtype), suite=GPU_SUITE, verbose=False)
+    return get_backend("triton")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_autotuned_kernels_pass_the_gpu_suite(dtype):
+    """matmul() as the lab uses it: where TMA can run (Hopper, rows a multiple of 16
+    bytes apart) the TMA kernel, and the masked kernel on the suite's ragged strides."""
+    backend = _gpu_backend()
+    impl = triton_gemm.triton_gemm_impl(backend, dtype)
+    report = verify(impl, suite=GPU_SUITE, verbose=False)
+    assert report.passed, str(report)
+    by_path = impl.shapes_by_path()
+    if triton_gemm.tma_unavailable(detect().arch, triton_gemm.MODES[dtype][0]):
+        assert set(by_path) == {"masked"}, by_path
+    else:
+        assert set(by_path) == {"tma", "masked"}, by_path
+        for (M, N, K), ran in impl.runs.items():     # contiguous rows: N and K decide
+            assert (ran["path"] == "tma") == (N % 8 == 0 and K % 8 == 0), (M, N, K, ran)
+
+
+# The GPU suite's shapes that the TMA kernel takes, and three more that stress its
+# boundaries: every dimension under one tile, N under one tile, K not a multiple of 64.
+TMA_SUITE = Suite("gpu-tma", GPU_SUITE.align, tuple(
+    s for s in GPU_SUITE.shapes if s.N % 8 == 0 and s.K % 8 == 0) + (
+    Shape(8, 8, 8, "every dimension under one tile"),
+    Shape(4096, 120, 4104, "N under one tile, K ragged by 8", signed=True),
+    Shape(1000, 1008, 1000, "M, N and K ragged, rows still 16-byte multiples")))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", triton_gemm.TMA_CONFIGS, ids=triton_gemm.config_name)
+def test_every_tma_candidate_passes(cfg):
+    """Each TMA candidate pinned, not only the autotuner's winners; in fp16 (for bf16 only
+    the descriptors' element type changes, and the test above runs it autotuned)."""
+    backend = _gpu_backend()
+    if why := triton_gemm.tma_unavailable(detect().arch, torch.float16):
+        pytest.skip(why)
+    impl = triton_gemm.triton_gemm_impl(backend, "fp16", "tma", **triton_gemm.config_dict(cfg))
+    report = verify(impl, suite=TMA_SUITE, verbose=False)
     assert report.passed, str(report)

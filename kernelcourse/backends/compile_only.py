@@ -593,6 +593,7 @@ def _serve_compile_request() -> None:
     path, name, jobs = pickle.loads(sys.stdin.buffer.read())
     spec = importlib.util.spec_from_file_location(f"_aot_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module       # as an import would: dataclasses look their module up
     spec.loader.exec_module(module)
     builds = [_triton_compile_here(_python_function(getattr(module, name)), **job) for job in jobs]
     sys.stdout.buffer.write(pickle.dumps(builds))

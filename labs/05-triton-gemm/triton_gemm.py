@@ -1,8 +1,9 @@
 """Lab 05: a Triton GEMM that competes with the vendor library.
 
-C = A @ B for row-major (or any-strided) A (M x K) and B (K x N), in one
-@triton.jit kernel:
+C = A @ B for row-major (or any-strided) A (M x K) and B (K x N), in two
+@triton.jit kernels that share their tile order:
 
+`matmul_kernel`, the portable one (any GPU, any strides, the CPU interpreter):
   * each program computes one BLOCK_M x BLOCK_N tile of C, walking K in
     BLOCK_K slices and accumulating in float32;
   * every load is masked on all three boundaries (rows, columns and K) with
@@ -14,8 +15,16 @@ C = A @ B for row-major (or any-strided) A (M x K) and B (K x N), in one
     ieee mode: the caller says which;
   * the result is converted to C's element type just before the store.
 
-Tile sizes, pipeline depth and warps come from an autotuner whose candidate
-list depends on the GPU vendor (found at run time). Without a GPU the same
+`matmul_tma_kernel`, for Hopper (fp16 and bf16 operands whose rows TMA can address):
+  * persistent: one program per SM, each looping over the tiles of C in the
+    same grouped order, so one tile's epilogue overlaps the next tile's loads;
+  * tiles are moved by the TMA engine, through tensor descriptors built on the
+    host; it zero-fills reads and drops writes past the matrix edges: no masks.
+
+`matmul()` takes the TMA kernel where it can run and the masked kernel
+everywhere else; `last_run()` says which ran, with which configuration.
+Tile sizes, pipeline depth and warps come from autotuners whose candidate
+lists depend on the GPU vendor (found at run time). Without a GPU the masked
 kernel runs in Triton's interpreter with one small fixed configuration.
 """
 from __future__ import annotations
@@ -23,19 +32,40 @@ from __future__ import annotations
 import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import kernelcourse  # noqa: F401  (must come first: picks GPU or interpreter before @triton.jit)
 import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelcourse.backends.triton import interpreted
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl
 
 
-# --------------------------------------------------------------------------- the kernel
+# --------------------------------------------------------------------------- the kernels
+
+@triton.jit
+def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
+    """Which tile of C (block-row, block-column) is number `tile_id` in the launch order.
+
+    Programs start in the order of their id. Numbering the tiles row by row would
+    make the programs in flight together cover one block-row of C, which needs
+    *all* of B. Instead, walk down GROUP_SIZE_M block-rows first, then move one
+    block-column right: the programs in flight then cover a squarish patch of C
+    and re-use each other's A and B tiles from L2.
+    """
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)   # the last group may be short
+    pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
 
 @triton.jit
 def matmul_kernel(
@@ -48,21 +78,10 @@ def matmul_kernel(
         GROUP_SIZE_M: tl.constexpr,
         INPUT_PRECISION: tl.constexpr,
 ):
-    # -- which tile of C is mine? ------------------------------------------------
-    # Programs are launched in the order of their id. Numbering the tiles row by
-    # row would make the programs in flight together cover one block-row of C,
-    # which needs *all* of B. Instead, walk down GROUP_SIZE_M block-rows first,
-    # then move one block-column right: the programs in flight then cover a
-    # squarish patch of C and re-use each other's A and B tiles from L2.
-    pid = tl.program_id(axis=0)
+    # -- which tile of C is mine? (one program per tile, in grouped order) --------
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M      # tiles down C (rounded up)
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N      # tiles across C
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)   # the last group may be short
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(tl.program_id(axis=0), num_pid_m, num_pid_n, GROUP_SIZE_M)
 
     # -- pointers to the first A and B tiles --------------------------------------
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -89,13 +108,47 @@ def matmul_kernel(
     tl.store(c_ptrs, c, mask=row_ok & col_ok)
 
 
+@triton.jit
+def matmul_tma_kernel(
+        a_desc, b_desc, c_desc,
+        M, N, K,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_SIZE_M: tl.constexpr,
+        NUM_SMS: tl.constexpr,
+):
+    # -- persistent: program p computes tiles p, p + NUM_SMS, p + 2 * NUM_SMS, ... --
+    # The grid is one program per SM, so every program stays resident for the
+    # whole problem. flatten=True hands the (tile, k) loop nest to the software
+    # pipeliner as one loop: the loads of the next tile's first K slices are
+    # issued while this tile's epilogue converts and stores.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    for tile_id in tl.range(tl.program_id(axis=0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+
+        # -- the K loop: each load is one TMA copy of a whole tile into shared
+        # memory. Rows, columns or K slices past the edge of the matrix come back
+        # as zeros (the descriptor knows the matrix's shape), so there is no mask.
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([off_m, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, off_n])
+            acc = tl.dot(a, b, acc)
+
+        # -- round once, to C's type; the TMA store drops what lies outside C ------
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
 # --------------------------------------------------------------------------- configurations
 
 def config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8,
-           **hints) -> triton.Config:
-    """One autotuning candidate. `hints` are backend options (AMD: waves_per_eu)."""
+           pre_hook=None, **hints) -> triton.Config:
+    """One autotuning candidate. `pre_hook` runs before each launch with it; `hints`
+    are backend options (AMD: waves_per_eu)."""
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": group,
-                          **hints}, num_stages=stages, num_warps=warps)
+                          **hints}, num_stages=stages, num_warps=warps, pre_hook=pre_hook)
 
 
 # NVIDIA, chosen for Hopper (H100/H200) and still valid on Ampere/Ada, where the
@@ -152,13 +205,39 @@ CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8,
               "num_warps": 4, "num_stages": 1}
 
 
+def set_block_shapes(nargs: dict) -> None:
+    """Give the three descriptors the tile shapes of the configuration in `nargs`.
+
+    A descriptor's block shape is the box the copy engine moves per load or store,
+    so it changes with the candidate: the autotuner calls this before each one.
+    """
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+# The persistent TMA kernel (NVIDIA Hopper, fp16/bf16). Its epilogue stages the whole
+# C tile in shared memory for the TMA store: BLOCK_M x BLOCK_N elements more than the
+# masked kernel needs. That is why 128x256x64 runs 3 stages here (208 KB; 4 would
+# need 256 KB, and a block may have 227 KB). Every candidate fits with 16-bit
+# operands. There is no warp-specialised variant (tl.range's warp_specialize=True):
+# for sm_90, Triton 3.6 and 3.9 compile 128x256x64 with it to the same PTX as without.
+TMA_CONFIGS = [
+    config(128, 256, 64, 3, 8, pre_hook=set_block_shapes),   # two warpgroups: large problems
+    config(256, 128, 64, 3, 8, pre_hook=set_block_shapes),
+    config(128, 128, 64, 4, 4, pre_hook=set_block_shapes),   # one warpgroup, a deeper pipeline
+    config(128, 64, 64, 4, 4, pre_hook=set_block_shapes),    # more tiles: fills 132 SMs sooner
+]
+
+
 def configs_for(vendor: str) -> list[triton.Config]:
-    """The candidate list for 'nvidia' or 'amd' (the CPU has none: it uses CPU_CONFIG)."""
+    """The masked kernel's candidates for 'nvidia' or 'amd' (none for the CPU: CPU_CONFIG)."""
     return {"nvidia": NVIDIA_CONFIGS, "amd": AMD_CONFIGS}.get(vendor, [])
 
 
 def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, vendor: str) -> int:
-    """Shared memory (LDS) for the pipelined A and B slices of one program.
+    """Shared memory (LDS) for the pipelined A and B slices of one masked program.
 
     Hopper's wgmma pipeline keeps num_stages slices resident and AMD's keeps
     num_stages - 1 (the next one waits in registers): exact, as the AOT compile
@@ -170,14 +249,23 @@ def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, vendor: str) -
     return slices * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
 
 
+def tma_shared_bytes(cfg: triton.Config, element_bytes: int) -> int:
+    """Shared memory of one TMA program: num_stages slices of A and B, the C tile that
+    the TMA store reads, and one 8-byte barrier per stage, on which the consumer waits
+    for the copy engine to deliver that stage (exact: see the AOT compile report)."""
+    kw = cfg.kwargs
+    return (shared_bytes_estimate(cfg, element_bytes, "nvidia")
+            + kw["BLOCK_M"] * kw["BLOCK_N"] * element_bytes + 8 * cfg.num_stages)
+
+
 @functools.lru_cache(maxsize=None)
-def _shared_memory_limit(device_index: int) -> int:
-    props = triton.runtime.driver.active.utils.get_device_properties(device_index)
-    return props["max_shared_mem"]
+def _device_properties(device_index: int) -> dict:
+    """Triton's view of a GPU: max_shared_mem (per block), multiprocessor_count, ..."""
+    return triton.runtime.driver.active.utils.get_device_properties(device_index)
 
 
 def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limit: int):
-    """The candidates worth compiling for these operands on this GPU:
+    """The masked candidates worth compiling for these operands on this GPU:
 
     * the pipeline must fit in shared memory (fp32 operands take twice the bytes);
     * on NVIDIA with fp32 operands in 'ieee' mode (no matrix cores: every product on
@@ -191,10 +279,10 @@ def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limi
 
 
 def candidates(dtype: str) -> list[triton.Config]:
-    """This GPU's candidates for a course precision ('fp16', 'bf16', 'tf32', 'fp32')."""
+    """This GPU's masked candidates for a course precision ('fp16', 'bf16', 'tf32', 'fp32')."""
     torch_dtype, precision = MODES[dtype]
     vendor = detect().vendor
-    limit = _shared_memory_limit(torch.cuda.current_device())
+    limit = _device_properties(torch.cuda.current_device())["max_shared_mem"]
     return usable(configs_for(vendor), torch_dtype.itemsize, precision, vendor, limit)
 
 
@@ -202,15 +290,17 @@ def prune_configs(configs, named_args, **kwargs):
     """The autotuner's early pruning: `usable` for the tensors of this call."""
     a = named_args["a_ptr"]
     fits = usable(configs, a.element_size(), kwargs.get("INPUT_PRECISION", "ieee"),
-                  detect().vendor, _shared_memory_limit(a.device.index or 0))
+                  detect().vendor, _device_properties(a.device.index or 0)["max_shared_mem"])
     return fits or configs[-1:]
 
 
-# How the autotuner times each candidate: shorter than Triton's default (25 ms of
-# warm-up, 100 ms of repeats) so that a lab run meeting ~30 new shapes stays within
-# minutes; still about a hundred launches per candidate at 4096.
+# How the autotuners time each candidate: Triton's defaults, 25 ms of warm-up and
+# 100 ms of repeats (about 70 launches at 8192^3). The best candidates are often a few
+# percent apart; with the 10 + 40 ms this lab used before, the timing noise sometimes
+# exceeded that, and the slower pipeline depth won the tuning and every call after.
+# Each candidate now costs about 0.13 s per new shape: seconds for a lab run.
 def _autotune_bench(kernel_call, quantiles):
-    return triton.testing.do_bench(kernel_call, warmup=10, rep=40, quantiles=quantiles)
+    return triton.testing.do_bench(kernel_call, warmup=25, rep=100, quantiles=quantiles)
 
 
 # One tuning per (M, N, K, precision mode); Triton adds the tensors' dtypes to the
@@ -223,13 +313,86 @@ matmul_autotuned = triton.autotune(
 )(matmul_kernel)
 
 
+# The operand types the TMA candidates are sized for.
+TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+# One TMA autotuner per operand dtype. Triton adds the dtype of every *tensor*
+# argument to the tuning key, but a descriptor is not a tensor: with one tuner,
+# bf16 would silently reuse whatever won for fp16 at the same M, N, K.
+tma_autotuned = {
+    dtype: triton.autotune(
+        configs=TMA_CONFIGS,
+        key=["M", "N", "K"],
+        do_bench=_autotune_bench,
+    )(matmul_tma_kernel)
+    for dtype in TMA_DTYPES
+}
+
+
+# --------------------------------------------------------------------------- which kernel
+
+def tma_unavailable(arch: str | None, dtype: torch.dtype) -> str | None:
+    """Why this GPU cannot run the TMA kernel on `dtype` operands; None if it can.
+
+    arch: the GPU as kernelcourse.device names it ('sm_90', 'gfx942', ...), or None
+    for Triton's interpreter. It is read from that name rather than from torch's
+    compute capability, because ROCm builds of torch report one too (9.4 on MI300).
+    """
+    if arch is None:
+        return "Triton's interpreter: the masked kernel only"
+    if not arch.startswith("sm_"):
+        return f"{arch} is not an NVIDIA GPU, and TMA is NVIDIA's copy engine"
+    major = int(arch.removeprefix("sm_")) // 10
+    if major < 9:
+        return f"{arch} predates TMA, which arrived with Hopper (sm_90)"
+    if major > 10:
+        return (f"{arch}: the TMA candidates need the 227 KB of shared memory per block of "
+                "sm_90 and sm_100")
+    if dtype not in TMA_DTYPES:
+        return (f"{dtype} operands: the TMA candidates are sized for 16-bit ones; an fp32 "
+                "C tile alone would take 128 KB of shared memory at 128x256")
+    return None
+
+
+def tma_misaligned(**matrices: torch.Tensor) -> str | None:
+    """Why one of these matrices cannot be described to the TMA engine; None if all can.
+
+    A descriptor holds a base address and a row stride, and the engine moves whole
+    16-byte units: the base must be 16-byte aligned, consecutive rows must start a
+    multiple of 16 bytes apart, and the elements of a row must be contiguous. An fp16
+    row of 1000 elements qualifies (2000 bytes); one of 1001 does not.
+    """
+    for name, m in matrices.items():
+        row_bytes = m.stride(0) * m.element_size()
+        if m.stride(1) != 1:
+            return f"{name} is not contiguous along its rows (strides {tuple(m.stride())})"
+        if m.data_ptr() % 16:
+            return f"{name} starts at an address that is not a multiple of 16 bytes"
+        if row_bytes % 16:
+            return f"{name}'s rows start {row_bytes} bytes apart, not a multiple of 16"
+    return None
+
+
+def tma_refusal(arch: str | None, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> str | None:
+    """Why matmul() will not take the TMA kernel for C = A @ B; None if it will.
+
+    A pure function of the GPU's name, the dtypes, and the three matrices' addresses
+    and strides (nothing is launched), so the rule can be tested without a GPU.
+    """
+    if c.dtype != a.dtype:
+        return f"C is {c.dtype} and A is {a.dtype}: the TMA candidates store C in A's type"
+    return tma_unavailable(arch, a.dtype) or tma_misaligned(A=a, B=b, C=c)
+
+
 # --------------------------------------------------------------------------- the wrapper
 
 PRECISIONS = ("ieee", "tf32")
+PATHS = ("auto", "tma", "masked")
+_last_run: dict = {}
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
-           precision: str = "ieee", config: dict | None = None) -> torch.Tensor:
+           precision: str = "ieee", config: dict | None = None, path: str = "auto") -> torch.Tensor:
     """C = A @ B. `c` (M x N, any strides) is written if given, else allocated in a's dtype.
 
     precision: how tl.dot treats fp32 operands. 'ieee': exact fp32 products (on
@@ -238,6 +401,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
     operands are exact in fp32 either way, so for them 'ieee' is always passed.
     config: one fixed configuration (a dict like CPU_CONFIG) instead of autotuning;
     in the interpreter CPU_CONFIG is the default.
+    path: 'auto' takes the TMA kernel wherever tma_refusal() has no objection and the
+    masked kernel elsewhere; 'tma' or 'masked' insists on one ('tma' where it cannot
+    run is an error). last_run() tells what ran.
     """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
@@ -245,29 +411,72 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
         raise ValueError(f"A is {a.dtype} but B is {b.dtype}: convert one first")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    M, K = a.shape
-    N = b.shape[1]
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     if c is None:
-        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     if a.dtype != torch.float32:
         precision = "ieee"
+    refusal = tma_refusal(None if interpreted() else detect().arch, a, b, c)
+    if path == "tma" and refusal:
+        raise ValueError(f"the TMA kernel cannot run here: {refusal}")
+    if config is None and interpreted():
+        config = CPU_CONFIG
+    if path == "masked" or refusal:
+        ran = {"path": "masked", "config": matmul_masked(a, b, c, precision, config),
+               "why_not_tma": refusal or "the masked kernel was asked for"}
+    else:
+        ran = {"path": "tma", "config": matmul_tma_persistent(a, b, c, config), "why_not_tma": None}
+    _last_run.clear()
+    _last_run.update(ran)
+    return c
+
+
+def last_run() -> dict:
+    """What the most recent matmul() did: {'path': 'tma' or 'masked', 'config': the
+    configuration (the autotuner's choice, or the fixed one), 'why_not_tma': None
+    or the reason it took the masked kernel}."""
+    return dict(_last_run)
+
+
+def matmul_masked(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, precision: str = "ieee",
+                  config: dict | None = None) -> dict:
+    """C = A @ B with the masked kernel (autotuned unless `config`); returns the configuration."""
+    M, K = a.shape
+    N = b.shape[1]
     # one program per tile of C, in a 1-D grid: the kernel works out which tile
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
             c.stride(0), c.stride(1))
-    if config is None and interpreted():
-        config = CPU_CONFIG
     if config is None:
         matmul_autotuned[grid](*args, INPUT_PRECISION=precision)
-    else:
-        matmul_kernel[grid](*args, INPUT_PRECISION=precision, **config)
-    return c
+        return config_dict(matmul_autotuned.best_config)
+    matmul_kernel[grid](*args, INPUT_PRECISION=precision, **config)
+    return dict(config)
 
 
-def best_config() -> dict | None:
-    """The configuration the autotuner chose for its most recent call, as a dict."""
-    cfg = getattr(matmul_autotuned, "best_config", None)
-    return config_dict(cfg) if cfg is not None else None
+def matmul_tma_persistent(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                          config: dict | None = None) -> dict:
+    """C = A @ B with the persistent TMA kernel (autotuned unless `config`); returns the
+    configuration. The matrices must pass tma_refusal(): matmul() checks that."""
+    M, K = a.shape
+    N = b.shape[1]
+    sms = _device_properties(a.device.index or 0)["multiprocessor_count"]
+    # one program per SM (fewer if C has fewer tiles): each loops over its share of tiles
+    tiles = lambda meta: triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    grid = lambda meta: (min(sms, tiles(meta)),)
+    # Descriptors are built on the host: base, shape and strides now; the block shape
+    # (1 x 1 for the moment) once the configuration is known, by set_block_shapes.
+    descs = {"a_desc": TensorDescriptor.from_tensor(a, [1, 1]),
+             "b_desc": TensorDescriptor.from_tensor(b, [1, 1]),
+             "c_desc": TensorDescriptor.from_tensor(c, [1, 1])}
+    if config is None:
+        tuner = tma_autotuned[a.dtype]
+        tuner[grid](*descs.values(), M, N, K, NUM_SMS=sms)
+        return config_dict(tuner.best_config)
+    set_block_shapes({**descs, **config})
+    matmul_tma_kernel[grid](*descs.values(), M, N, K, NUM_SMS=sms, **config)
+    return dict(config)
 
 
 def config_dict(cfg: triton.Config) -> dict:
@@ -290,13 +499,31 @@ MODES = {"fp16": (torch.float16, "ieee"), "bf16": (torch.bfloat16, "ieee"),
          "tf32": (torch.float32, "tf32"), "fp32": (torch.float32, "ieee")}
 
 
-def triton_gemm_impl(backend, dtype: str = "fp16", **fixed_config) -> GemmImpl:
-    """This kernel as a GemmImpl, for kernelcourse.verify and kernelcourse.bench.
+@dataclass
+class TritonGemm(GemmImpl):
+    """A GemmImpl that remembers what matmul() did for each shape it ran:
+    runs[(M, N, K)] is last_run() after that shape's most recent call."""
+
+    runs: dict = field(default_factory=dict)
+
+    def shapes_by_path(self) -> dict[str, list[str]]:
+        """{'tma': ['1024x1024x1024', ...], 'masked': [...]}: which kernel ran which shape."""
+        by_path = {}
+        for (M, N, K), ran in self.runs.items():
+            by_path.setdefault(ran["path"], []).append(f"{M}x{N}x{K}")
+        return by_path
+
+
+def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto",
+                     **fixed_config) -> TritonGemm:
+    """matmul() as a GemmImpl, for kernelcourse.verify and kernelcourse.bench.
 
     dtype: 'fp16', 'bf16', 'tf32' (fp32 operands, tf32 products) or 'fp32' (ieee).
+    path: 'auto' (TMA where it can run, masked elsewhere), 'tma' or 'masked'.
     fixed_config: BLOCK_M=..., BLOCK_N=..., BLOCK_K=... (and GROUP_SIZE_M, num_warps,
-    num_stages) pin one configuration. Without it the autotuner chooses on a GPU;
-    in the CPU interpreter CPU_CONFIG is used, and the name says so.
+    num_stages) pin one configuration, for whichever kernel runs. Without it the
+    autotuners choose on a GPU; in the CPU interpreter CPU_CONFIG is used, and the
+    name says so.
     """
     if dtype not in MODES:
         raise ValueError(f"dtype must be one of {tuple(MODES)}, got {dtype!r}")
@@ -304,8 +531,10 @@ def triton_gemm_impl(backend, dtype: str = "fp16", **fixed_config) -> GemmImpl:
     if dtype == "tf32" and device.vendor == "amd" and device.arch != "gfx942":
         raise ValueError(f"{device.arch} has no tf32 (xf32) matrix instructions; "
                          "Triton offers them on gfx942 (MI300) only")
-    precision = MODES[dtype][1]
+    torch_dtype, precision = MODES[dtype]
     on_gpu = getattr(backend, "torch_device", "cpu") == "cuda"
+    if path == "tma" and (why := tma_unavailable(device.arch if on_gpu else None, torch_dtype)):
+        raise ValueError(f"no TMA kernel for {dtype} here: {why}")
     if fixed_config:
         cfg = {"GROUP_SIZE_M": 8, "num_warps": 4, "num_stages": 3, **fixed_config}
     else:
@@ -313,17 +542,21 @@ def triton_gemm_impl(backend, dtype: str = "fp16", **fixed_config) -> GemmImpl:
     label = f"[{config_name(cfg)}]" if cfg else "(autotuned)"
     if not on_gpu:
         label += " interpreter"
+    runs = {}
 
     def run(A, B, C, M, N, K):
-        matmul(A, B, C, precision=precision, config=cfg)
-    return GemmImpl(f"triton {dtype} {label}", backend, run, dtype)
+        matmul(A, B, C, precision=precision, config=cfg, path=path)
+        runs[(M, N, K)] = last_run()
+    kernel = "triton" if path == "auto" else path
+    return TritonGemm(f"{kernel} {dtype} {label}", backend, run, dtype, runs)
 
 
 # --------------------------------------------------------------------------- L2 grouping
 
 def launch_order(num_pid_m: int, num_pid_n: int, group: int) -> list[list[int]]:
-    """The kernel's program-id swizzle, in Python: order[m][n] = the pid that computes
-    tile (m, n). Launch order is pid order, so this is the picture of who runs when."""
+    """grouped_tile, in Python: order[m][n] = the program id (or, in the persistent
+    kernel, the tile number) of tile (m, n). Launch order is id order, so this is the
+    picture of who runs when."""
     order = [[0] * num_pid_n for _ in range(num_pid_m)]
     for pid in range(num_pid_m * num_pid_n):
         in_group = group * num_pid_n
@@ -356,7 +589,7 @@ def wave_footprint(M: int, N: int, K: int, bm: int, bn: int, group: int,
 
 def measure_grouping(backend, dtype: str = "fp16", sizes=(4096, 8192, 16384),
                      groups=(1, 8), warmup: int = 3, repeats: int = 15):
-    """Time one fixed large tile with GROUP_SIZE_M = 1 (row-major launch) and 8.
+    """Time the masked kernel, one fixed large tile, with GROUP_SIZE_M = 1 (row-major) and 8.
 
     Returns a list of bench.Timing, or a sentence saying why nothing was measured:
     the interpreter runs programs one at a time and has no cache, so there is no
@@ -370,7 +603,7 @@ def measure_grouping(backend, dtype: str = "fp16", sizes=(4096, 8192, 16384),
     timings = []
     for size in sizes:
         for group in groups:
-            impl = triton_gemm_impl(backend, dtype, **{**big, "GROUP_SIZE_M": group})
+            impl = triton_gemm_impl(backend, dtype, "masked", **{**big, "GROUP_SIZE_M": group})
             timings.append(time_gemm(impl, size, size, size, warmup=warmup, repeats=repeats))
     return timings
 
@@ -409,22 +642,47 @@ def compile_job(cfg: triton.Config, dtype: str, target: str) -> dict:
                 num_stages=cfg.num_stages, attrs=attrs, options=options)
 
 
+def tma_compile_job(cfg: triton.Config, dtype: str) -> dict:
+    """The arguments of compile_only.triton_compile for one TMA candidate on sm_90.
+
+    A host-side TensorDescriptor argument has the Triton type 'tensordesc<fp16[128,
+    64]>' (element type and block shape; base, shape and strides arrive at launch).
+    M, N and K are marked multiples of 16, as at 4096, and NUM_SMS is an H100/H200's.
+    """
+    kw, t = cfg.kwargs, TRITON_TYPE[dtype]
+    bm, bn, bk = kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"]
+    signature = {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
+                 "c_desc": f"tensordesc<{t}[{bm}, {bn}]>", "M": "i32", "N": "i32", "K": "i32"}
+    constexprs = {**kw, "NUM_SMS": 132}
+    signature.update({name: "constexpr" for name in constexprs})
+    attrs = {(i,): [["tt.divisibility", 16]]
+             for i, name in enumerate(matmul_tma_kernel.arg_names) if name in ("M", "N", "K")}
+    return dict(signature=signature, constexprs=constexprs, target="sm_90",
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages, attrs=attrs, options={})
+
+
 def compile_one(cfg: triton.Config, dtype: str, target: str):
-    """Compile one candidate for `target` (sm_90, gfx942, ...) with no GPU: a TritonBuild."""
+    """Compile one masked candidate for `target` (sm_90, gfx942, ...) with no GPU: a TritonBuild."""
     from kernelcourse.backends.compile_only import triton_compile_many
     return triton_compile_many(matmul_kernel, [compile_job(cfg, dtype, target)])[0]
 
 
-def _report_rows(dtype: str, target: str) -> list[dict]:
+def _report_rows(kernel: str, dtype: str, target: str) -> list[dict]:
+    """One row per candidate of `kernel` ('masked' or 'tma') compiled for `target`."""
     from kernelcourse.backends.compile_only import triton_compile_many
-    configs = NVIDIA_CONFIGS if target.startswith("sm_") else AMD_CONFIGS
+    if kernel == "tma":
+        fn, configs = matmul_tma_kernel, TMA_CONFIGS
+        jobs = [tma_compile_job(c, dtype) for c in configs]
+    else:
+        fn, configs = matmul_kernel, NVIDIA_CONFIGS if target.startswith("sm_") else AMD_CONFIGS
+        jobs = [compile_job(c, dtype, target) for c in configs]
     start = time.perf_counter()
-    builds = triton_compile_many(matmul_kernel, [compile_job(c, dtype, target) for c in configs])
+    builds = triton_compile_many(fn, jobs)
     seconds = time.perf_counter() - start
     rows = []
     for cfg, build in zip(configs, builds):
         r = build.resources
-        rows.append({"target": target, "dtype": dtype, "config": config_name(cfg),
+        rows.append({"kernel": kernel, "target": target, "dtype": dtype, "config": config_name(cfg),
                      "registers": r.registers, "sgprs": r.sgprs, "shared_bytes": r.shared_bytes,
                      "fits": r.shared_bytes <= SHARED_LIMIT.get(target, r.shared_bytes),
                      "spill_stores": r.spill_stores, "spill_loads": r.spill_loads,
@@ -434,32 +692,36 @@ def _report_rows(dtype: str, target: str) -> list[dict]:
 
 
 def compile_report(dtype: str = "fp16", targets: tuple[str, ...] = ("sm_90", "gfx942")) -> list[dict]:
-    """Every NVIDIA candidate compiled for sm_90 and every AMD one for gfx942, with no
-    GPU: registers (VGPRs on AMD), shared memory (LDS), spills.
+    """Every candidate compiled for its GPU, with no GPU: the masked kernel's NVIDIA
+    list and the TMA kernel's for sm_90, the AMD list for gfx942. Registers (VGPRs on
+    AMD), shared memory (LDS), spills.
 
     Under the interpreter compile_only compiles in a child process (the interpreter's
-    stand-ins for triton.language would break the real compiler); the targets then
+    stand-ins for triton.language would break the real compiler); the parts then
     compile in parallel, one child each. Triton caches what it compiled
     (~/.triton/cache), so a second report takes seconds.
     """
+    parts = [(kernel, target) for target in targets
+             for kernel in (("masked", "tma") if target == "sm_90" else ("masked",))]
     if interpreted():
-        with ThreadPoolExecutor(len(targets)) as pool:
-            return [row for rows in pool.map(lambda t: _report_rows(dtype, t), targets)
-                    for row in rows]
-    return [row for target in targets for row in _report_rows(dtype, target)]
+        with ThreadPoolExecutor(len(parts)) as pool:
+            done = pool.map(lambda part: _report_rows(part[0], dtype, part[1]), parts)
+            return [row for rows in done for row in rows]
+    return [row for kernel, target in parts for row in _report_rows(kernel, dtype, target)]
 
 
 def report_table(rows: list[dict]) -> str:
-    lines = [f"{'target':7} {'dtype':5} {'config':34} {'regs':>5} {'shared B':>9} {'fits':>4} "
-             f"{'spill st':>8} {'spill ld':>8}"]
+    lines = [f"{'kernel':6} {'target':7} {'dtype':5} {'config':34} {'regs':>5} {'shared B':>9} "
+             f"{'fits':>4} {'spill st':>8} {'spill ld':>8}"]
     for r in rows:
-        lines.append(f"{r['target']:7} {r['dtype']:5} {r['config']:34} {r['registers']:>5} "
-                     f"{r['shared_bytes']:>9} {'yes' if r['fits'] else 'NO':>4} "
+        fits = "yes" if r["fits"] else "NO"
+        lines.append(f"{r['kernel']:6} {r['target']:7} {r['dtype']:5} {r['config']:34} "
+                     f"{r['registers']:>5} {r['shared_bytes']:>9} {fits:>4} "
                      f"{r['spill_stores']:>8} {r['spill_loads']:>8}")
     lines.append("regs: 32-bit registers per thread (sm_90) or VGPRs per lane (gfx942); spills: "
                  "bytes (sm_90) or VGPRs / SGPRs spilled (gfx942)")
-    seconds = {r["target"]: r["target_seconds"] for r in rows}
-    lines.append("compile time: " + ", ".join(f"{t} {s:.0f} s" for t, s in seconds.items()))
+    seconds = {f"{r['kernel']} {r['target']}": r["target_seconds"] for r in rows}
+    lines.append("compile time: " + ", ".join(f"{part} {s:.0f} s" for part, s in seconds.items()))
     return "\n".join(lines)
 
 
