@@ -2,12 +2,13 @@
 # The GPU checks of a release, on a machine with an NVIDIA GPU and its own Python (no set-up):
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
 # Steps: test-gpu (the gpu-marked tests; summary kept in results/), bench-library, lab01 ..
-# lab05 (each at its default size), lab04-1000 (every boundary guard). Default: all of them.
+# lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
+# spread between repeated timings of lab 05's TMA kernel at 8192). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -22,6 +23,7 @@ run_step() {
     bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
+    run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
     *)             echo "unknown step $1"; return 2 ;;
   esac
 }
