@@ -14,6 +14,7 @@ export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}     # the harness, without installing it
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z ' 'a-z-')
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$logs/gpu.txt"
 
