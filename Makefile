@@ -2,7 +2,7 @@
 #   make lab                      run the ladder lab with the backend this machine supports
 #   make run-lab LAB=03 BACKEND=cuda SIZE=4096
 #   make test                     the CPU suite (what CI runs)
-#   make test-gpu                 the GPU suite, on a machine with a GPU
+#   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                regenerate every lab.ipynb from its lab.py
 # PYTHON=python3 uses an existing interpreter instead of the course's .venv (no set-up).
@@ -54,8 +54,11 @@ test: $(SETUP)
 	$(PYTHON) -m pytest -m "not gpu" tests
 	$(if $(wildcard labs/*/lab.ipynb),$(PYTHON) -m pytest --nbmake $(wildcard labs/*/lab.ipynb))
 
+# On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
+# machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).
 test-gpu: $(SETUP)
 	$(PYTHON) -m pytest -m gpu tests
+	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest --nbmake $(wildcard labs/*/lab.ipynb))
 
 notebooks: $(SETUP)
 	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --to ipynb $$f; done
