@@ -27,6 +27,20 @@ def load(key: str, suffix: str) -> bytes | None:
     return found.read_bytes() if found.is_file() else None
 
 
+def build_once(key: str, suffix: str, compile_fn) -> tuple[bytes, str, Path]:
+    """(binary, compiler log, binary's path) for `key`, running compile_fn() only on a miss.
+
+    compile_fn() -> (binary, log as bytes); both are kept, so a cached build still
+    shows the compiler's report (registers, spills) exactly as the first build did.
+    """
+    binary, log = load(key, suffix), load(key, ".log")
+    if binary is None or log is None:
+        binary, log = compile_fn()
+        store(key, suffix, binary)
+        store(key, ".log", log)
+    return binary, log.decode(errors="replace"), path(key, suffix)
+
+
 def store(key: str, suffix: str, data: bytes) -> None:
     """Write atomically, so that two processes compiling the same kernel never see half a file."""
     directory = cache_dir()

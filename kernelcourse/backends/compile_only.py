@@ -107,8 +107,8 @@ def nvrtc_compile(source, arch: str = "sm_90", defines: dict | None = None,
             f"-I{KERNEL_INCLUDE_DIR}", f"-I{cuda_include_dir()}",
             *define_options(defines), *options]
     key = src.fingerprint("nvrtc", nvrtc_version(), *opts[:2], *opts[4:])
-    cubin, log = cache.load(key, ".cubin"), cache.load(key, ".log")
-    if cubin is None or log is None:
+
+    def compile_now():
         prog = _check(nvrtc.nvrtcCreateProgram(src.text.encode(), src.filename.encode(), 0, [], []),
                       "nvrtcCreateProgram")
         try:
@@ -124,10 +124,10 @@ def nvrtc_compile(source, arch: str = "sm_90", defines: dict | None = None,
             _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
-        cache.store(key, ".cubin", cubin)
-        cache.store(key, ".log", log)
-    text = log.decode(errors="replace")
-    return Build(cubin, text, arch, parse_ptxas_report(text, arch), cache.path(key, ".cubin"))
+        return cubin, log
+
+    cubin, text, path = cache.build_once(key, ".cubin", compile_now)
+    return Build(cubin, text, arch, parse_ptxas_report(text, arch), path)
 
 
 _PTXAS_FUNCTION = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
@@ -294,8 +294,8 @@ def hiprtc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
     opts = [f"--offload-arch={arch}", "-std=c++17", _HIPRTC_FP16_INCLUDED,
             f"-I{KERNEL_INCLUDE_DIR}", *define_options(defines), *options]
     key = src.fingerprint("hiprtc", hiprtc_version(), *opts[:3], *opts[4:])
-    code, log = cache.load(key, ".hsaco"), cache.load(key, ".log")
-    if code is None or log is None:
+
+    def compile_now():
         # ROCm 5.2's hiprtc aborts the whole process when asked for a GPU its compiler
         # does not know (seen: gfx940, gfx942), so that is checked first.
         known = _comgr_targets(library)
@@ -322,10 +322,10 @@ def hiprtc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
         finally:
             # The C function takes a hiprtcProgram*: createRef() passes the handle's address.
             _check(hiprtc.hiprtcDestroyProgram(prog.createRef()), "hiprtcDestroyProgram")
-        cache.store(key, ".hsaco", code)
-        cache.store(key, ".log", log)
-    return Build(code, log.decode(errors="replace"), arch, code_object_usage(code, arch),
-                 cache.path(key, ".hsaco"))
+        return code, log
+
+    code, text, path = cache.build_once(key, ".hsaco", compile_now)
+    return Build(code, text, arch, code_object_usage(code, arch), path)
 
 
 def code_object_usage(code: bytes, target: str) -> dict[str, ResourceUsage]:
@@ -453,8 +453,8 @@ def hipcc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
             "-Rpass-analysis=kernel-resource-usage", f"-I{KERNEL_INCLUDE_DIR}",
             *define_options(defines), *options]
     key = src.fingerprint("hipcc", hipcc_version(), *opts[:4], *opts[5:])
-    code, log = cache.load(key, ".hsaco"), cache.load(key, ".log")
-    if code is None or log is None:
+
+    def compile_now():
         with tempfile.TemporaryDirectory() as tmp:
             source_file, code_file = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.hsaco"
             source_file.write_text(_with_line_directive(src))
@@ -464,10 +464,10 @@ def hipcc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
                 raise CompileError(src.filename, arch, out.stderr)
             code = code_file.read_bytes()
         log = out.stderr.encode()
-        cache.store(key, ".hsaco", code)
-        cache.store(key, ".log", log)
-    text = log.decode(errors="replace")
-    return Build(code, text, arch, parse_hipcc_remarks(text, arch), cache.path(key, ".hsaco"))
+        return code, log
+
+    code, text, path = cache.build_once(key, ".hsaco", compile_now)
+    return Build(code, text, arch, parse_hipcc_remarks(text, arch), path)
 
 
 _REMARK_FUNCTION = re.compile(r"remark: Function Name: (\w+)")
