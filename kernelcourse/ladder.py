@@ -30,7 +30,7 @@ import numpy as np
 from . import bench, gemm, roofline
 from .backends.base import ceil_div
 from .gemm import Shape, Suite
-from .lab import REPO, LabOptions, c_backend, resource_usage, triton_backend
+from .lab import REPO, LabOptions, c_backend, resource_table, resource_usage, triton_backend
 from .verify import OUTPUT_DTYPE, GemmImpl, Report, verify
 
 LABS = REPO / "labs"
@@ -246,18 +246,39 @@ def device_slug(backend) -> str:
     return re.sub(r"[^a-z0-9]+", "-", backend.device.name.lower()).strip("-")
 
 
-def save_gpu_result(name: str, payload: dict, opts: LabOptions, backend,
+def save_gpu_result(name: str, payload: dict, opts: LabOptions, backend=None,
                     size: int | None = None) -> Path | None:
     """results/<name>-<device>[-<size>].json on a GPU; nothing on the CPU, because
-    results/ holds measurements from real devices only."""
+    results/ holds measurements from real devices only. `backend` (for the device and
+    versions block) defaults to this run's C backend, else its Triton backend."""
     if not opts.on_gpu:
         print(f"(CPU run: {name} not saved; results/ holds GPU measurements only)")
         return None
     from .lab import RESULTS
+    if backend is None:
+        cb, tb = backends(opts)
+        backend = cb or tb
     stem = f"{name}-{device_slug(backend)}" + (f"-{size}" if size else "")
     path = bench.save(RESULTS / f"{stem}.json", payload, backend)
     print(f"saved {path.relative_to(REPO)}")
     return path
+
+
+def resource_report(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = ({},)) -> list[dict]:
+    """The rung's C kernel built with each dict of defines in `variants`, for sm_90 and
+    gfx90a: registers, shared memory and spills, printed and (on a GPU run) saved. A build
+    that spills fails the lab: spilled registers live in device memory."""
+    builds = []
+    for defines in variants:
+        config = rung.config(**defines)
+        usage = rung.resources(**defines)
+        print(rung.kernel, config)
+        print(resource_table(usage), end="\n\n")
+        builds.append({"defines": config, "resources": usage})
+    spilled = [b["defines"] for b in builds for r in b["resources"] if getattr(r, "spills", False)]
+    assert not spilled, f"{rung.name} spills registers with {spilled}"
+    save_gpu_result(f"resources-{rung.name}", {"rung": rung.name, "builds": builds}, opts)
+    return builds
 
 
 @functools.lru_cache(maxsize=1)

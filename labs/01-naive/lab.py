@@ -108,14 +108,7 @@ assert reports and all(r.passed for r in reports), "a naive GEMM failed verifica
 # shared memory and no spills: this kernel is limited by memory, not by resources.
 
 # %%
-config = rung.config()
-usage = rung.resources()
-print(rung.kernel, config)
-print(lab.resource_table(usage))
-assert not any(getattr(r, "spills", False) for r in usage), "the naive kernel spills"
-cb, tb = ladder.backends(opts)
-ladder.save_gpu_result("resources-naive", {"rung": rung.name, "builds": [
-    {"defines": config, "resources": usage}]}, opts, cb or tb)
+ladder.resource_report(rung, opts)
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -132,4 +125,4 @@ ladder.save_gpu_result("resources-naive", {"rung": rung.name, "builds": [
 # %%
 timings = ladder.benchmark(rung, opts)
 print(bench.table(timings))
-ladder.save_gpu_result("naive", {"timings": timings}, opts, cb or tb, size=opts.size)
+ladder.save_gpu_result("naive", {"timings": timings}, opts, size=opts.size)

@@ -117,17 +117,7 @@ assert reports and all(r.passed for r in reports), "a tiled GEMM failed verifica
 # 2048 B at TILE = 16. Registers stay low, and nothing spills.
 
 # %%
-builds = []
-for defines in ({}, {"TILE": 16}):
-    config = rung.config(**defines)
-    usage = rung.resources(**defines)
-    print(rung.kernel, config)
-    print(lab.resource_table(usage), end="\n\n")
-    builds.append({"defines": config, "resources": usage})
-assert not any(getattr(r, "spills", False) for b in builds for r in b["resources"]), \
-    "the tiled kernel spills"
-cb, tb = ladder.backends(opts)
-ladder.save_gpu_result("resources-tiled", {"rung": rung.name, "builds": builds}, opts, cb or tb)
+ladder.resource_report(rung, opts, variants=({}, {"TILE": 16}))
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -144,4 +134,4 @@ ladder.save_gpu_result("resources-tiled", {"rung": rung.name, "builds": builds},
 # %%
 timings = ladder.benchmark(rung, opts, variants=({"TILE": 16},))
 print(bench.table(timings))
-ladder.save_gpu_result("tiled", {"timings": timings}, opts, cb or tb, size=opts.size)
+ladder.save_gpu_result("tiled", {"timings": timings}, opts, size=opts.size)

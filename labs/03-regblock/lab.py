@@ -135,17 +135,7 @@ assert reports and all(r.passed for r in reports), "a register-blocked GEMM fail
 # shows where the register bill goes next.
 
 # %%
-builds = []
-for defines in ({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}):
-    config = rung.config(**defines)
-    usage = rung.resources(**defines)
-    print(rung.kernel, config)
-    print(lab.resource_table(usage), end="\n\n")
-    builds.append({"defines": config, "resources": usage})
-assert not any(getattr(r, "spills", False) for b in builds for r in b["resources"]), \
-    "the register-blocked kernel spills"
-cb, tb = ladder.backends(opts)
-ladder.save_gpu_result("resources-regblock", {"rung": rung.name, "builds": builds}, opts, cb or tb)
+ladder.resource_report(rung, opts, variants=({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}))
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -161,4 +151,4 @@ ladder.save_gpu_result("resources-regblock", {"rung": rung.name, "builds": build
 # %%
 timings = ladder.benchmark(rung, opts, variants=({"BK": 32}, {"A_PAD": 4}))
 print(bench.table(timings))
-ladder.save_gpu_result("regblock", {"timings": timings}, opts, cb or tb, size=opts.size)
+ladder.save_gpu_result("regblock", {"timings": timings}, opts, size=opts.size)
