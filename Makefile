@@ -4,7 +4,8 @@
 #   make test                     the CPU suite (what CI runs)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
 #   make doctor                   what works here and how to fix what does not
-#   make notebooks                regenerate every lab.ipynb from its lab.py
+#   make notebooks                open the lab notebooks in JupyterLab
+#   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
 # PYTHON=python3 uses an existing interpreter instead of the course's .venv (no set-up).
 
 LAB ?= 04
@@ -23,7 +24,7 @@ ROCM_VERSION := $(shell cat /opt/rocm/.info/version 2>/dev/null | cut -d. -f1,2)
 # Where pip looks for torch on a CPU machine; e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 
-.PHONY: setup lab run-lab doctor test test-gpu notebooks clean
+.PHONY: setup lab run-lab doctor test test-gpu notebooks sync-notebooks clean
 
 setup: $(STAMP)
 
@@ -61,6 +62,10 @@ test-gpu: $(SETUP)
 	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest --nbmake $(wildcard labs/*/lab.ipynb))
 
 notebooks: $(SETUP)
+	$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -m pip install -q jupyterlab
+	$(PYTHON) -m jupyterlab labs
+
+sync-notebooks: $(SETUP)
 	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --to ipynb $$f; done
 
 clean:

@@ -16,8 +16,8 @@ def cells(notebook):
 @pytest.mark.parametrize("script", LABS, ids=[p.parent.name for p in LABS])
 def test_notebook_matches_its_script(script):
     notebook = script.with_suffix(".ipynb")
-    assert notebook.is_file(), f"{notebook} is missing: run `make notebooks`"
+    assert notebook.is_file(), f"{notebook} is missing: run `make sync-notebooks`"
     assert cells(jupytext.read(notebook)) == cells(jupytext.read(script)), (
-        f"{notebook.name} differs from {script.name}: run `make notebooks`")
+        f"{notebook.name} differs from {script.name}: run `make sync-notebooks`")
     outputs = [cell for cell in jupytext.read(notebook).cells if cell.get("outputs")]
     assert not outputs, "commit notebooks without outputs"

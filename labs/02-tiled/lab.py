@@ -35,14 +35,7 @@
 # guarded store.
 
 # %%
-try:
-    import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
-except ModuleNotFoundError:   # not installed (`make setup` installs it): find the repository
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(next(p for p in (Path.cwd(), *Path.cwd().parents)
-                                if (p / "kernelcourse" / "__init__.py").is_file())))
-    import kernelcourse  # noqa: F401
+import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
 from kernelcourse import bench, lab, ladder
 from kernelcourse.device import detect
