@@ -125,6 +125,7 @@ GPU_SUITE = _suite("gpu", 256, 1024, (
     Shape(1000, 1000, 1000, "1000: not a multiple of 16, 32, 64 or 128"),
     Shape(1000, 700, 1024, "M and N ragged, K aligned: passes even without zero-fill"),
     Shape(1000, 700, 1000, "K ragged too: catches a missing zero-fill"),
+    Shape(4096, 4096, 4096, "the benchmark size", signed=True),
 ))
 
 
