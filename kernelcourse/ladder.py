@@ -16,7 +16,6 @@ the same matrices, one table, and a roofline with measured ceilings.
 """
 from __future__ import annotations
 
-import functools
 import importlib.util
 import math
 import re
@@ -31,7 +30,7 @@ from . import bench, gemm, roofline
 from .backends.base import ceil_div
 from .gemm import Shape, Suite
 from .lab import REPO, LabOptions, c_backend, resource_table, resource_usage, triton_backend
-from .verify import OUTPUT_DTYPE, GemmImpl, Report, verify
+from .verify import GemmImpl, Report, run_shape, verify
 
 LABS = REPO / "labs"
 BUILD = REPO / "build"
@@ -281,25 +280,15 @@ def resource_report(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = (
     return builds
 
 
-@functools.lru_cache(maxsize=1)
-def _problem(M: int, N: int, K: int, dtype: str, seed: int):
-    """Inputs and float64 reference, computed once for all the impls of a ladder run."""
-    A, B = gemm.make_inputs(Shape(M, N, K), dtype, np.random.default_rng(seed))
-    return A, B, gemm.reference(A, B)
-
-
 def relative_error(impl: GemmImpl, M: int, N: int, K: int, seed: int = 0) -> float:
-    """max|C - ref| / max|ref| on one random problem (the same inputs for every impl)."""
-    backend = impl.backend
-    A, B, ref = _problem(M, N, K, impl.dtype, seed)
-    dA, dB = backend.to_device(A, impl.dtype), backend.to_device(B, impl.dtype)
-    dC = backend.to_device(np.full((M, N), np.nan, np.float32), OUTPUT_DTYPE[impl.dtype])
-    impl(dA, dB, dC, M, N, K)
-    backend.synchronize()
-    C = backend.to_host(dC).astype(np.float64)
-    if not np.all(np.isfinite(C)):
-        return float("nan")
-    return float(np.max(np.abs(C - ref)) / (np.max(np.abs(ref)) or 1.0))
+    """max|C - ref| / max|ref| at M x N x K, through the verification harness (poisoned C,
+    canaries), on the same seeded inputs for every impl of a ladder run."""
+    shape = Shape(M, N, K, "the ladder's size")
+    result = run_shape(impl, shape, Suite("ladder", 1, (shape,)), np.random.default_rng(seed),
+                       repeats=1)
+    if result.crash:
+        raise RuntimeError(f"{impl.name} crashed at {shape}: {result.crash}")
+    return result.rel_error
 
 
 # ----------------------------------------------------------------------------- the ladder lab
