@@ -1,7 +1,10 @@
 # The course's front door. Every target sets itself up on first use.
+#   make setup                    the .venv for this machine (SETUP.md; PLATFORM=cpu|nvidia|amd,
+#                                 CUDA_MAJOR=, ROCM_VERSION=, TORCH_INDEX=<url>|pypi override)
 #   make lab                      run the ladder lab with the backend this machine supports
 #   make run-lab LAB=03 BACKEND=cuda SIZE=4096
-#   make test                     the CPU suite (what CI runs)
+#   make test                     the CPU suite and the notebooks (what CI runs)
+#   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                open the lab notebooks in JupyterLab
@@ -15,33 +18,16 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
+HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-# What this machine is: decides which extra and which torch build to install.
-PLATFORM := $(shell if nvidia-smi -L >/dev/null 2>&1; then echo nvidia; \
-                    elif [ -e /dev/kfd ]; then echo amd; else echo cpu; fi)
-CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p')
-ROCM_VERSION := $(shell cat /opt/rocm/.info/version 2>/dev/null | cut -d. -f1,2)
-# Where pip looks for torch on a CPU machine; e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu
-TORCH_INDEX ?=
-
-.PHONY: setup lab run-lab doctor test test-gpu notebooks sync-notebooks clean
+.PHONY: setup lab run-lab doctor test test-gpu hip-python-versions notebooks sync-notebooks clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-ifeq ($(PLATFORM),nvidia)
-	$(VENV)/bin/pip install -q -e '.[nvidia-cu$(CUDA_MAJOR),dev]'
-else ifeq ($(PLATFORM),amd)
-	$(VENV)/bin/pip install -q torch --index-url https://download.pytorch.org/whl/rocm$(ROCM_VERSION)
-	$(VENV)/bin/pip install -q -e '.[dev]' 'hip-python~=$(ROCM_VERSION).0'
-else
-	# Pinned: 2.13.0 is the CPU build CI's machines carry (SETUP.md says how to get it elsewhere).
-	$(VENV)/bin/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(VENV)/bin/pip install -q -e '.[cpu,dev]'
-endif
-	touch $(STAMP)
+# scripts/setup_env.py decides what this machine needs, says why, and installs it.
+$(STAMP): pyproject.toml scripts/setup_env.py
+	python3 scripts/setup_env.py $(VENV)
+	touch $@
 
 lab: run-lab
 
@@ -51,9 +37,22 @@ run-lab: $(SETUP)
 doctor: $(SETUP)
 	$(PYTHON) -m kernelcourse doctor
 
-test: $(SETUP)
-	$(PYTHON) -m pytest -m "not gpu" tests
-	$(if $(wildcard labs/*/lab.ipynb),$(PYTHON) -m pytest --nbmake $(wildcard labs/*/lab.ipynb))
+# One pytest run for the tests and the notebooks, so that its last lines are the verdict
+# (and, where a compiler is missing, the line saying which compile paths were not exercised).
+test: $(SETUP) $(HIP_PYTHON_VERSIONS)
+	$(PYTHON) -m pytest -m "not gpu" tests $(if $(wildcard labs/*/lab.ipynb),--nbmake $(wildcard labs/*/lab.ipynb))
+
+# Each hip-python release of tests/hip_contract/versions.txt in build/hip-python/<version>,
+# beside the venv's own: the contract tests run the course's HIP calls against each one.
+hip-python-versions: $(HIP_PYTHON_VERSIONS)
+
+$(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
+	grep -v '^#' $< | while read -r requirement; do \
+	  target=build/hip-python/$${requirement#*==}; rm -rf $$target; \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --target $$target "$$requirement" \
+	    || exit 1; \
+	done
+	touch $@
 
 # On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
 # machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).

@@ -12,26 +12,41 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import runpy
 import sys
 from importlib import metadata
 
 from .lab import REPO, RESULTS
+from .source import KernelSource
 
-PACKAGES = ("numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings",
-            "nvidia-cuda-nvrtc", "hip-python", "matplotlib", "pytest", "nbmake", "jupytext")
-PROBE = ('#include "portable.h"\n'
-         'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n')
+DISTRIBUTION = "kernelcourse"
+PROBE = KernelSource('#include "portable.h"\n'
+                     'extern "C" __global__ void probe(float* x) { x[threadIdx.x] *= 2.0f; }\n',
+                     "probe.cu")
+
+
+def course_packages() -> list[str]:
+    """The names of every package pyproject.toml asks for, extras included, in its order,
+    read from the installed distribution's metadata (so the list is kept in one place)."""
+    names = [re.match(r"[A-Za-z0-9._-]+", spec).group() for spec in metadata.requires(DISTRIBUTION)]
+    return list(dict.fromkeys(names))
 
 
 def doctor() -> int:
     from .device import detect
     print("Packages:")
-    for name in PACKAGES:
+    try:
+        packages = course_packages()
+    except metadata.PackageNotFoundError:
+        packages = []
+        print(f"  {DISTRIBUTION} is not installed, so its package list is unknown: "
+              "make setup (or pip install -e .)")
+    for name in packages:
         try:
-            print(f"  {name:20} {metadata.version(name)}")
+            print(f"  {name:24} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
-            print(f"  {name:20} -")
+            print(f"  {name:24} -")
     device = detect()
     print(f"\nDevice: {device.describe()}")
     for vendor, why in device.why_not.items():
@@ -45,7 +60,7 @@ def doctor() -> int:
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             print(f"  [no]   {name:26} {first}\n         fix: {fix}")
-            ok = ok and name not in ("triton (run)",)
+            ok = ok and name != "triton (run)"     # the one backend every machine must run
     return 0 if ok else 1
 
 
@@ -58,14 +73,11 @@ def _checks(device):
             return backend.label or "ready"
         return check
 
-    def compile_for(target):
+    def compile_probe(target):
         def check():
-            if target.startswith("sm_"):
-                build = compile_only.nvrtc_compile(compile_only.KernelSource(PROBE, "probe.cu"), target)
-            else:
-                build = compile_only.hip_compile(compile_only.KernelSource(PROBE, "probe.cu"), target)
-            usage = build.resources.get("probe")
-            return f"{len(build.binary)} B code object" + (f", {usage.registers} registers" if usage else "")
+            build = compile_only.compile_for(PROBE, target)
+            usage = build.resources["probe"]
+            return f"{len(build.binary)} B code object, {usage.registers} registers"
         return check
 
     gpu_fix = {"nvidia": "make setup (installs the CuPy wheel matching the driver's CUDA major)",
@@ -76,9 +88,9 @@ def _checks(device):
         ("hip (run)", run_backend("hip"),
          gpu_fix["amd"] if device.vendor == "amd" else "needs an AMD GPU with ROCm"),
         ("triton (run)", run_backend("triton"), "pip install triton torch (make setup does it)"),
-        ("NVRTC -> sm_90 cubin", compile_for("sm_90"),
+        ("NVRTC -> sm_90 cubin", compile_probe("sm_90"),
          "pip install cuda-bindings nvidia-cuda-nvrtc nvidia-cuda-runtime"),
-        ("hiprtc/hipcc -> gfx90a", compile_for("gfx90a"),
+        ("hiprtc/hipcc -> gfx90a", compile_probe("gfx90a"),
          "sudo apt-get install hipcc (Debian/Ubuntu ROCm) or install ROCm; pip install hip-python"),
     ]
 
@@ -110,6 +122,7 @@ def bench_library(size: int) -> int:
     from . import bench
     from .backends import get_backend
     from .backends.base import STORAGE
+    from .backends.triton import fp32_precision
     from .device import detect
     if detect().vendor != "nvidia":
         print("bench-library needs an NVIDIA GPU")
@@ -119,7 +132,9 @@ def bench_library(size: int) -> int:
     for dtype in ("fp32", "fp16"):
         cupy_t = bench.time_gemm(bench.library_impl(cuda, dtype), size, size, size)
         torch_t = bench.time_gemm(bench.library_impl(tri, dtype), size, size, size)
-        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        # The direct torch.matmul calls below bypass library_gemm, which sets torch's global
+        # fp32 mode on every call: set the same mode here, once, outside the timed loops.
+        torch.backends.cuda.matmul.fp32_precision = fp32_precision(dtype)
         a = torch.rand(size, size, device="cuda", dtype=getattr(torch, STORAGE[dtype]))
         b = torch.rand_like(a)
         loop = _event_loop_ms(lambda: torch.matmul(a, b))
@@ -135,8 +150,7 @@ def bench_library(size: int) -> int:
               f"{row['torch_event_loop_tflops']:6.1f} | do_bench (L2 flushed) "
               f"{row['torch_do_bench_l2_flushed_tflops']:6.1f} | harness/loop "
               f"{row['harness_cupy_over_torch_event_loop']:.3f}")
-    from .ladder import device_slug
-    path = bench.save(RESULTS / f"library-check-{device_slug(cuda)}-{size}.json", {"rows": rows}, cuda)
+    path = bench.save(RESULTS / f"library-check-{cuda.device.slug}-{size}.json", {"rows": rows}, cuda)
     print(f"wrote {path.relative_to(REPO)}")
     return 0
 
@@ -159,18 +173,17 @@ def resources() -> int:
     from . import bench
     from .backends import compile_only
     from .lab import resource_table
-    from .ladder import RUNGS
+    from .rungs import RUNGS
     rows = []
     for rung in RUNGS:
         usage = rung.resources()
         print(resource_table(usage))
-        rows.append({"rung": rung.name, "defines": rung.config(),
-                     "resources": [u.as_dict() if hasattr(u, "as_dict") else u for u in usage]})
+        rows.append({"rung": rung.name, "defines": rung.config(), "resources": usage})
     compilers = {"nvrtc": compile_only.nvrtc_version()}
     for name, version in (("hiprtc", compile_only.hiprtc_version), ("hipcc", compile_only.hipcc_version)):
         try:
             compilers[name] = version()
-        except Exception as exc:         # not installed here: say so in the file
+        except compile_only.CompilerNotFound as exc:     # not installed here: say so in the file
             compilers[name] = f"not available: {exc}"
     path = bench.save(RESULTS / "resources-compile-only.json",
                       {"what": "compile-only resource usage (no GPU involved)",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .backends import get_backend
-from .backends.compile_only import CompileError, ResourceUsage, nvrtc_compile
+from .backends.compile_only import CompilerNotFound, ResourceUsage, compile_for
 from .device import detect
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,20 +51,19 @@ def triton_backend(opts: LabOptions):
 def resource_usage(source, kernel: str, defines: dict | None = None,
                    targets: tuple[str, ...] = ("sm_90", "gfx90a")) -> list[ResourceUsage | str]:
     """Compile `kernel` for each target with no GPU; a target whose compiler is missing
-    gives a line saying so instead of a number."""
-    from .backends import compile_only
+    gives a line saying so instead of a number. Anything else (a compile error, a kernel
+    the file does not define) is raised: it is the kernel's fault, not the machine's."""
     rows = []
     for target in targets:
         try:
-            if target.startswith("sm_"):
-                build = nvrtc_compile(source, target, defines)
-            else:
-                build = compile_only.hip_compile(source, target, defines)
-            rows.append(build.resources[kernel])
-        except CompileError:
-            raise
-        except Exception as exc:       # compiler not installed: say so, keep going
-            rows.append(f"{target}: not compiled ({type(exc).__name__}: {exc})")
+            build = compile_for(source, target, defines)
+        except CompilerNotFound as exc:
+            rows.append(f"{target}: not compiled: {exc}")
+            continue
+        if kernel not in build.resources:
+            raise KeyError(f"{target} build has no kernel '{kernel}' "
+                           f"(found: {', '.join(build.resources) or 'none'})")
+        rows.append(build.resources[kernel])
     return rows
 
 

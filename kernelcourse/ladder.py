@@ -1,198 +1,24 @@
-"""The GEMM ladder: naive -> shared-memory tiles -> register blocking.
+"""The ladder lab: the rungs of `kernelcourse.rungs` and the vendor library, run and reported.
 
-This module is the one place that knows how each rung is built and launched:
-which .cu file and entry point, its default -D defines, the grid and block
-those defines imply, its Triton twin, and its analytic arithmetic intensity.
-Labs 01-04, the tests and anything else that runs a rung go through `RUNGS`,
-so no launch code is copied anywhere.
-
-    rung = ladder.RUNG["tiled"]
-    impl = rung.c_impl(backend, TILE=16)      # compiled once, here
-    verify(impl)
-    twin = rung.triton_impl(triton_backend)
-
-The rest is what the ladder lab needs: every rung plus the vendor library on
-the same matrices, one table, and a roofline with measured ceilings.
+Labs 01-03 take one rung each: its implementations on this run's backends, checked,
+timed against the library, their resources reported and (on a GPU) saved. Lab 04 takes
+them all on the same matrices: one table, and a roofline with measured ceilings.
 """
 from __future__ import annotations
 
-import importlib.util
-import math
 import re
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from . import bench, gemm, roofline
-from .backends.base import ceil_div
+from . import bench, roofline
 from .gemm import Shape, Suite
-from .lab import REPO, LabOptions, c_backend, resource_table, resource_usage, triton_backend
+from .lab import REPO, RESULTS, LabOptions, c_backend, resource_table, triton_backend
+from .rungs import NAIVE, RUNGS, Rung
 from .verify import GemmImpl, Report, run_shape, verify
 
-LABS = REPO / "labs"
 BUILD = REPO / "build"
-
-
-def _interpreted(backend) -> bool:
-    return getattr(backend, "torch_device", None) == "cpu"
-
-
-@dataclass(frozen=True, eq=False)
-class Rung:
-    """One rung of the ladder: a C kernel, how to launch it, and its Triton twin."""
-
-    name: str                                  # 'naive', 'tiled', 'regblock'
-    lab: str                                   # its folder under labs/
-    source: Path                               # the .cu file (CUDA and HIP)
-    kernel: str                                # its extern "C" entry point
-    defines: dict                              # defaults, the same as the file's #ifndef values
-    geometry: Callable[[dict, int, int], tuple]    # (defines, M, N) -> (grid, block)
-    twin: Path                                 # the Triton twin (.py with gemm(A, B, C, M, N, K))
-    intensity_of: Callable[[dict], float]      # analytic FLOP per byte of global traffic
-    shared_of: Callable[[dict], int]           # static shared memory the kernel declares (bytes)
-    summary: str = ""
-    # The suite the twin is checked on in Triton's CPU interpreter (None: the CPU suite).
-    interpreter_suite: Suite | None = None
-    # warm-up and repeats for timing on a GPU (the naive rungs are slow at 4096)
-    bench_kwargs: dict = field(default_factory=dict)
-
-    # -- defines and geometry
-    def config(self, **defines) -> dict:
-        unknown = sorted(set(defines) - set(self.defines))
-        if unknown:
-            raise ValueError(f"{self.name} has no define {', '.join(unknown)}; "
-                             f"its defines: {', '.join(self.defines)}")
-        return {**self.defines, **defines}
-
-    def launch_geometry(self, M: int, N: int, **defines) -> tuple[tuple, tuple]:
-        """(grid, block) that covers an M x N C with these defines."""
-        return self.geometry(self.config(**defines), M, N)
-
-    def intensity(self, **defines) -> float:
-        return self.intensity_of(self.config(**defines))
-
-    def shared_bytes(self, **defines) -> int:
-        return self.shared_of(self.config(**defines))
-
-    def describe(self, M: int, N: int, **defines) -> str:
-        d = self.config(**defines)
-        grid, block = self.geometry(d, M, N)
-        threads = math.prod(block)
-        return (f"{self.kernel} with {', '.join(f'{k}={v}' for k, v in d.items()) or 'no defines'}:\n"
-                f"  C of {M} x {N} -> grid {grid} x block {block}: {math.prod(grid)} block(s) "
-                f"of {threads} threads\n"
-                f"  shared memory {self.shared_of(d)} B per block, "
-                f"intensity {self.intensity_of(d):.2f} FLOP/byte")
-
-    def _label(self, backend_name: str, defines: dict) -> str:
-        changed = [f"{k}={v}" for k, v in defines.items() if self.defines.get(k) != v]
-        return f"{self.name}{' ' + ' '.join(changed) if changed else ''} ({backend_name})"
-
-    # -- implementations
-    def c_impl(self, backend, **defines) -> GemmImpl:
-        """The C kernel on a cuda or hip backend, compiled now (once) with these defines."""
-        d = self.config(**defines)
-        kernel = backend.compile(self.source, self.kernel, d)
-        geometry = self.geometry
-
-        def run(A, B, C, M, N, K):
-            grid, block = geometry(d, M, N)
-            kernel(grid, block, (A, B, C, M, N, K))
-        return GemmImpl(self._label(backend.name, d), backend, run)
-
-    def twin_module(self):
-        """The Triton twin, imported by file path (the labs are folders, not packages)."""
-        name = f"kernelcourse_twin_{self.name}"
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, self.twin)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-        return sys.modules[name]
-
-    def triton_impl(self, backend) -> GemmImpl:
-        return GemmImpl(f"{self.name} (triton)", backend, self.twin_module().gemm)
-
-    # -- compile-only report
-    def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), **defines) -> list:
-        """Registers, shared memory and spills of the C kernel on each target, no GPU needed."""
-        return resource_usage(self.source, self.kernel, self.config(**defines), targets)
-
-
-def _naive_geometry(d, M, N):
-    return (ceil_div(N, d["BLOCK_X"]), ceil_div(M, d["BLOCK_Y"])), (d["BLOCK_X"], d["BLOCK_Y"])
-
-
-def _tiled_geometry(d, M, N):
-    return (ceil_div(N, d["TILE"]), ceil_div(M, d["TILE"])), (d["TILE"], d["TILE"])
-
-
-def _regblock_geometry(d, M, N):
-    threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
-    return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (threads,)
-
-
-# The naive twin launches one program per element of C, and the interpreter runs
-# programs one after another in Python (milliseconds each), so the CPU suite's
-# ~90,000 elements would take many minutes. This miniature keeps every kind of
-# shape the suite has (aligned, ragged M/N, ragged K, K below one chunk, 1x1x1,
-# tall, wide, no multiple of anything, deep K) at about 900 elements.
-NAIVE_INTERPRETER_SUITE = Suite("cpu-mini", 8, (
-    Shape(8, 8, 8, "square, every dimension a multiple of 8"),
-    Shape(16, 16, 16, "larger square, every dimension aligned", signed=True),
-    Shape(13, 5, 16, "M and N ragged, K aligned"),
-    Shape(8, 8, 75, "K ragged only: one full chunk of 64 and a tail"),
-    Shape(11, 7, 37, "all three ragged", signed=True),
-    Shape(8, 8, 5, "K smaller than one chunk"),
-    Shape(1, 1, 1, "a single element"),
-    Shape(29, 3, 33, "tall and skinny"),
-    Shape(3, 29, 65, "short and wide"),
-    Shape(7, 9, 93, "no dimension a multiple of 8"),
-    Shape(8, 8, 1024, "deep K: error grows with K in a low-precision accumulator"),
-))
-
-NAIVE = Rung(
-    name="naive", lab="01-naive",
-    source=LABS / "01-naive" / "naive.cu", kernel="sgemm_naive",
-    defines={"BLOCK_X": 32, "BLOCK_Y": 8},
-    geometry=_naive_geometry,
-    twin=LABS / "01-naive" / "naive_triton.py",
-    intensity_of=lambda d: gemm.intensity_naive(),
-    shared_of=lambda d: 0,
-    summary="one thread per element of C, no reuse",
-    interpreter_suite=NAIVE_INTERPRETER_SUITE,
-    bench_kwargs={"warmup": 2, "repeats": 10},
-)
-TILED = Rung(
-    name="tiled", lab="02-tiled",
-    source=LABS / "02-tiled" / "tiled.cu", kernel="sgemm_tiled",
-    defines={"TILE": 32},
-    geometry=_tiled_geometry,
-    twin=LABS / "02-tiled" / "tiled_triton.py",
-    intensity_of=lambda d: gemm.intensity_tiled(d["TILE"]),
-    shared_of=lambda d: 2 * d["TILE"] * d["TILE"] * 4,
-    summary="TILE x TILE tiles in shared memory, one thread per element",
-)
-REGBLOCK = Rung(
-    name="regblock", lab="03-regblock",
-    source=LABS / "03-regblock" / "regblock.cu", kernel="sgemm_regblock",
-    defines={"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "A_PAD": 1},
-    geometry=_regblock_geometry,
-    twin=LABS / "03-regblock" / "regblock_triton.py",
-    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"]),
-    shared_of=lambda d: (d["BK"] * (d["BM"] + d["A_PAD"]) + d["BK"] * d["BN"]) * 4,
-    summary="BM x BN block tile, TM x TN micro-tile in registers per thread",
-)
-
-RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK)
-RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}
 
 
 # ----------------------------------------------------------------------------- running rungs
@@ -200,6 +26,12 @@ RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}
 def backends(opts: LabOptions) -> tuple:
     """(C backend or None, Triton backend or None) for this run's options."""
     return c_backend(opts), triton_backend(opts)
+
+
+def lead_backend(opts: LabOptions):
+    """The backend whose device this run measures: the C backend, else the Triton one."""
+    cb, tb = backends(opts)
+    return cb or tb
 
 
 def impls(rung: Rung, opts: LabOptions) -> list[GemmImpl]:
@@ -216,15 +48,14 @@ def impls(rung: Rung, opts: LabOptions) -> list[GemmImpl]:
 def check(impl: GemmImpl, rung: Rung) -> Report:
     """verify() on the suite for where impl runs. In the CPU interpreter programs run one
     at a time, so a race cannot show and a single run per shape is enough."""
-    if _interpreted(impl.backend):
+    if not impl.backend.on_gpu:
         return verify(impl, suite=rung.interpreter_suite, repeats=1)
     return verify(impl)
 
 
 def library(opts: LabOptions) -> GemmImpl:
     """The vendor library (fp32, no TF32) on this run's backend."""
-    cb, tb = backends(opts)
-    return bench.library_impl(cb or tb)
+    return bench.library_impl(lead_backend(opts))
 
 
 def benchmark(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = ()) -> list[bench.Timing]:
@@ -236,13 +67,9 @@ def benchmark(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = ()) -> 
     cb = c_backend(opts)
     if cb is not None:
         found[1:1] = [rung.c_impl(cb, **d) for d in variants]
-    if opts.on_gpu:
+    if lead_backend(opts).on_gpu:
         return bench.compare(found, n, n, n, library=library(opts), **rung.bench_kwargs)
     return [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
-
-
-def device_slug(backend) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", backend.device.name.lower()).strip("-")
 
 
 def save_gpu_result(name: str, payload: dict, opts: LabOptions, backend=None,
@@ -250,14 +77,11 @@ def save_gpu_result(name: str, payload: dict, opts: LabOptions, backend=None,
     """results/<name>-<device>[-<size>].json on a GPU; nothing on the CPU, because
     results/ holds measurements from real devices only. `backend` (for the device and
     versions block) defaults to this run's C backend, else its Triton backend."""
-    if not opts.on_gpu:
+    backend = backend or lead_backend(opts)
+    if not backend.on_gpu:
         print(f"(CPU run: {name} not saved; results/ holds GPU measurements only)")
         return None
-    from .lab import RESULTS
-    if backend is None:
-        cb, tb = backends(opts)
-        backend = cb or tb
-    stem = f"{name}-{device_slug(backend)}" + (f"-{size}" if size else "")
+    stem = f"{name}-{backend.device.slug}" + (f"-{size}" if size else "")
     path = bench.save(RESULTS / f"{stem}.json", payload, backend)
     print(f"saved {path.relative_to(REPO)}")
     return path
@@ -312,7 +136,7 @@ def steps(opts: LabOptions, with_library: bool | None = None) -> list[Step]:
     """Every rung this run includes (C kernels on a GPU, twins), then the library on a GPU."""
     found = [Step(impl, rung) for rung in RUNGS for impl in impls(rung, opts)]
     found.sort(key=lambda s: (s.kind == "triton", RUNGS.index(s.rung)))
-    if opts.on_gpu if with_library is None else with_library:
+    if lead_backend(opts).on_gpu if with_library is None else with_library:
         found.append(Step(library(opts), None))
     return found
 
@@ -321,14 +145,14 @@ def measure(found: list[Step], size: int, cpu_repeats: int = 1) -> list[Step]:
     """Error and time of every step on size^3; each step's fraction of the library."""
     for step in found:
         step.rel_error = relative_error(step.impl, size, size, size)
-        if _interpreted(step.impl.backend):
-            kwargs = {"warmup": 0, "repeats": cpu_repeats}
-        else:
+        if step.impl.backend.on_gpu:
             kwargs = step.rung.bench_kwargs if step.rung else {}
+        else:
+            kwargs = {"warmup": 0, "repeats": cpu_repeats}
         step.timing = bench.time_gemm(step.impl, size, size, size, **kwargs)
     lib = next((s for s in found if s.rung is None), None)
-    for step in found:
-        if lib is not None:
+    if lib is not None:
+        for step in found:
             step.timing.of_library = step.timing.tflops / lib.timing.tflops
     return found
 

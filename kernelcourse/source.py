@@ -13,8 +13,18 @@ from pathlib import Path
 
 KERNEL_INCLUDE_DIR = Path(__file__).resolve().parent / "kernels"
 
+
+def _parenthesised(depth: int) -> str:
+    """A regex for '(...)' holding up to `depth` levels of nested parentheses, such as
+    `((BM / TM) * (BN / TN))`. (Python's re cannot count, so the nesting is spelled out.)"""
+    inside = r'[^()]*'
+    for _ in range(depth):
+        inside = r'[^()]*(?:\(' + inside + r'\)[^()]*)*'
+    return r'\(' + inside + r'\)'
+
+
 # `extern "C" __global__ void name(params)`, with __launch_bounds__(...) before or after `void`
-_BOUNDS = r'(?:__launch_bounds__\s*\([^)]*\)\s*)?'
+_BOUNDS = r'(?:__launch_bounds__\s*' + _parenthesised(3) + r'\s*)?'
 _ENTRY = re.compile(
     r'extern\s+"C"\s+__global__\s+' + _BOUNDS + r'void\s+' + _BOUNDS + r'(\w+)\s*\(([^)]*)\)',
     re.S,

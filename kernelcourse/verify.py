@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -164,83 +164,157 @@ def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int = 3,
            seed: int | None = None, verbose: bool = True) -> Report:
     """Check `impl` on every shape of `suite` (the GPU or CPU suite by default)."""
     if suite is None:
-        suite = default_suite(getattr(impl.backend, "label", "").startswith("GPU"))
+        suite = default_suite(impl.backend.on_gpu)
     rng = np.random.default_rng(seed)
     report = Report(impl.name, impl.dtype, suite.name)
     for shape in suite.shapes:
         report.results.append(run_shape(impl, shape, suite, rng, repeats))
         if report.results[-1].crash and "illegal" in report.results[-1].crash.lower():
             break                           # the context is gone: later shapes would only repeat it
-    report.cause, report.diagnosis = diagnose(report.results, suite.align)
+    report.cause, report.diagnosis = diagnose(report.results)
     if verbose:
         print(report)
     return report
 
 
-def diagnose(results: list[ShapeResult], align: int) -> tuple[str, str]:
-    """Map the pattern of failures to its cause, in the module's words."""
-    failed = [r for r in results if not r.passed]
-    if not failed:
-        worst = max(r.rel_error for r in results)
-        return "ok", f"All shapes pass; worst relative error {worst:.1e}."
-    if crashed := [r for r in failed if r.crash]:
-        r = crashed[0]
-        hint = ""
-        if "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
-            hint = (" An illegal address means a thread read or wrote outside an allocation: "
-                    "look for a load without its row < M / col < N / k < K guard, or a store "
-                    "without its guard.")
-        return "crash", f"Crashed on {r.shape} ({r.shape.why}): {r.crash}.{hint}"
-    if oob := [r for r in failed if r.oob_before or r.oob_after]:
-        r = oob[0]
-        side = "past the end of C" if r.oob_after else "before the start of C"
-        return "store_guard", (
-            f"Out-of-bounds write: {r.oob_after + r.oob_before} elements {side} on {r.shape} "
-            f"({r.shape.why}). The store is missing its guard `if (row < M && col < N)`: a "
-            "thread of the last block tile, outside C, stores anyway. C[row*N + col] with "
-            "col >= N lands in the next row (corrupting a valid result), and rows >= M run off "
-            "the end of the allocation.")
-    if holes := [r for r in failed if r.unwritten]:
-        r = holes[0]
-        return "grid", (
-            f"{r.unwritten} elements of C were never written on {r.shape} (rows "
-            f"{r.bad_rows[0]}..{r.bad_rows[1]}, cols {r.bad_cols[0]}..{r.bad_cols[1]}): the grid "
-            "does not cover C. Launch ceil(N / tile) x ceil(M / tile) blocks (round up, not down) "
-            "and check that grid x maps to columns and grid y to rows.")
-    names = ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in failed)
-    if all(r.ragged["K"] for r in failed):
-        return "zero_fill", (
-            f"Wrong only when K is not a multiple of the tile ({names}). The last K tile "
-            "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
-            "Triton: whatever lies past the row): the guarded tile load must give 0 when "
-            "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the write (a skipped write can also leave uninitialised shared memory, "
-            "so such results may even move between runs). "
-            "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
-            "read only by threads whose stores the guard discards.")
-    if moving := [r for r in failed if r.moved]:
-        shapes = ", ".join(str(r.shape) for r in moving)
-        return "race", (
-            f"Results move between identical runs on {shapes}: a race on the shared tile. "
-            "Barrier 1 (after the tile load) stops a fast warp reading slots a slow one has not "
-            "written (read-after-write); barrier 2 (after the inner product) stops a fast warp "
-            "overwriting the tile while a slow one still reads it (write-after-read). Both must "
-            "be reached by every thread, never inside divergent code.")
-    if any(r.aligned for r in failed):
-        errs = [r.rel_error for r in failed]
-        aligned = sorted((r for r in results if r.aligned), key=lambda r: r.shape.K)
-        grows_with_k = aligned[-1].rel_error > 4 * aligned[0].rel_error
-        if (max(errs) < 0.25 or grows_with_k) and not any(r.nonfinite for r in failed):
-            by_k = sorted((r.shape.K, r.rel_error) for r in results)
-            trend = ", ".join(f"K={k}: {e:.1e}" for k, e in by_k[-3:])
-            return "precision", (
-                f"Wrong by a small relative error on aligned shapes too ({names}); by K: {trend}. "
-                "Not a boundary bug: the accumulation loses precision. An fp16 (or tf32) "
-                "accumulator rounds on every add and the error grows with K: accumulate in fp32 "
-                "(acc = 0.0f; tl.zeros(..., tl.float32)) and cast only when storing.")
-        return "indexing", (
-            f"Wrong even on shapes that are multiples of every tile ({names}): not a boundary "
-            "bug but the arithmetic or indexing itself. Check A[row*K + k] and B[k*N + col], "
-            "and which thread index maps to rows and which to columns.")
-    return "edge", (
-        f"Wrong only on shapes with a ragged M or N ({names}): check the row < M / col < N "
+# ----------------------------------------------------------------------------- diagnosis
+# The pattern of failures across the suite, read as a cause in module A06's words. Each
+# rule is (cause, test on the failures, message builder); they are tried in order and
+# the first whose test holds names the cause. The order matters: a crash or a write
+# outside C explains any wrong numbers after it, so those come first, and a rule further
+# down may assume that the ones above it did not hold.
+
+@dataclass(frozen=True)
+class Failures:
+    """What the rules read: the shapes that failed, and every shape of the run."""
+
+    failed: list[ShapeResult]
+    results: list[ShapeResult]
+
+    def first(self, flag: Callable[[ShapeResult], object]) -> ShapeResult:
+        return next(r for r in self.failed if flag(r))
+
+    @property
+    def names(self) -> str:
+        return ", ".join(f"{r.shape} (error {r.rel_error:.1e})" for r in self.failed)
+
+
+def _ok(f: Failures) -> str:
+    worst = max(r.rel_error for r in f.results)
+    return f"All shapes pass; worst relative error {worst:.1e}."
+
+
+def _crash(f: Failures) -> str:
+    r = f.first(lambda r: r.crash)
+    hint = ""
+    if "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
+        hint = (" An illegal address means a thread read or wrote outside an allocation: "
+                "look for a load without its row < M / col < N / k < K guard, or a store "
+                "without its guard.")
+    return f"Crashed on {r.shape} ({r.shape.why}): {r.crash}.{hint}"
+
+
+def _store_guard(f: Failures) -> str:
+    r = f.first(lambda r: r.oob_before or r.oob_after)
+    side = "past the end of C" if r.oob_after else "before the start of C"
+    return (
+        f"Out-of-bounds write: {r.oob_after + r.oob_before} elements {side} on {r.shape} "
+        f"({r.shape.why}). The store is missing its guard `if (row < M && col < N)`: a "
+        "thread of the last block tile, outside C, stores anyway. C[row*N + col] with "
+        "col >= N lands in the next row (corrupting a valid result), and rows >= M run off "
+        "the end of the allocation.")
+
+
+def _grid(f: Failures) -> str:
+    r = f.first(lambda r: r.unwritten)
+    return (
+        f"{r.unwritten} elements of C were never written on {r.shape} (rows "
+        f"{r.bad_rows[0]}..{r.bad_rows[1]}, cols {r.bad_cols[0]}..{r.bad_cols[1]}): the grid "
+        "does not cover C. Launch ceil(N / tile) x ceil(M / tile) blocks (round up, not down) "
+        "and check that grid x maps to columns and grid y to rows.")
+
+
+def _zero_fill(f: Failures) -> str:
+    return (
+        f"Wrong only when K is not a multiple of the tile ({f.names}). The last K tile "
+        "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
+        "Triton: whatever lies past the row): the guarded tile load must give 0 when "
+        "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the "
+        "write (a skipped write can also leave uninitialised shared memory, "
+        "so such results may even move between runs). "
+        "Shapes ragged only in M or N pass with this bug, because an out-of-range slot is "
+        "read only by threads whose stores the guard discards.")
+
+
+def _race(f: Failures) -> str:
+    shapes = ", ".join(str(r.shape) for r in f.failed if r.moved)
+    return (
+        f"Results move between identical runs on {shapes}: a race on the shared tile. "
+        "Barrier 1 (after the tile load) stops a fast warp reading slots a slow one has not "
+        "written (read-after-write); barrier 2 (after the inner product) stops a fast warp "
+        "overwriting the tile while a slow one still reads it (write-after-read). Both must "
+        "be reached by every thread, never inside divergent code.")
+
+
+def _wrong_when_aligned(f: Failures) -> bool:
+    return any(r.aligned for r in f.failed)
+
+
+def _looks_like_precision(f: Failures) -> bool:
+    """Wrong on aligned shapes too, but by a small error, or by one that grows with K,
+    and never NaN or Inf: an accumulator that rounds, not an index that is off."""
+    if not _wrong_when_aligned(f):
+        return False
+    aligned = sorted((r for r in f.results if r.aligned), key=lambda r: r.shape.K)
+    grows_with_k = aligned[-1].rel_error > 4 * aligned[0].rel_error
+    small = max(r.rel_error for r in f.failed) < 0.25
+    return (small or grows_with_k) and not any(r.nonfinite for r in f.failed)
+
+
+def _precision(f: Failures) -> str:
+    by_k = sorted((r.shape.K, r.rel_error) for r in f.results)
+    trend = ", ".join(f"K={k}: {e:.1e}" for k, e in by_k[-3:])
+    return (
+        f"Wrong by a small relative error on aligned shapes too ({f.names}); by K: {trend}. "
+        "Not a boundary bug: the accumulation loses precision. An fp16 (or tf32) "
+        "accumulator rounds on every add and the error grows with K: accumulate in fp32 "
+        "(acc = 0.0f; tl.zeros(..., tl.float32)) and cast only when storing.")
+
+
+def _indexing(f: Failures) -> str:
+    return (
+        f"Wrong even on shapes that are multiples of every tile ({f.names}): not a boundary "
+        "bug but the arithmetic or indexing itself. Check A[row*K + k] and B[k*N + col], "
+        "and which thread index maps to rows and which to columns.")
+
+
+def _edge(f: Failures) -> str:
+    return (
+        f"Wrong only on shapes with a ragged M or N ({f.names}): check the row < M / col < N "
         "guards on the tile loads and the store, and that edge blocks still zero-fill.")
+
+
+class Rule(NamedTuple):
+    cause: str                                 # the short code a Report carries
+    applies: Callable[[Failures], bool]        # does this pattern of failures match?
+    message: Callable[[Failures], str]         # what to tell the student
+
+
+RULES: tuple[Rule, ...] = tuple(Rule(*rule) for rule in (
+    ("ok", lambda f: not f.failed, _ok),
+    ("crash", lambda f: any(r.crash for r in f.failed), _crash),
+    ("store_guard", lambda f: any(r.oob_before or r.oob_after for r in f.failed), _store_guard),
+    ("grid", lambda f: any(r.unwritten for r in f.failed), _grid),
+    ("zero_fill", lambda f: all(r.ragged["K"] for r in f.failed), _zero_fill),
+    ("race", lambda f: any(r.moved for r in f.failed), _race),
+    ("precision", _looks_like_precision, _precision),
+    ("indexing", _wrong_when_aligned, _indexing),
+    ("edge", lambda f: True, _edge),             # what is left: only ragged M or N fail
+))
+
+
+def diagnose(results: list[ShapeResult]) -> tuple[str, str]:
+    """(cause, message) of the first rule that matches the pattern of failures."""
+    f = Failures([r for r in results if not r.passed], results)
+    rule = next(rule for rule in RULES if rule.applies(f))
+    return rule.cause, rule.message(f)

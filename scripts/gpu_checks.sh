@@ -15,7 +15,9 @@ logs=$(mktemp -d)
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}     # the harness, without installing it
-device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z ' 'a-z-')
+# The device's name as results/ spells it ('nvidia-h200'): the harness's own Device.slug.
+device=$("$py" -c 'from kernelcourse.device import detect; print(detect().slug)') \
+  || { echo "the harness cannot say which GPU this is (see the error above)"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$logs/gpu.txt"
 
 run_step() {

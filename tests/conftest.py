@@ -1,18 +1,66 @@
-"""Shared fixtures: GPU tests are marked `gpu` and skip cleanly where there is no GPU."""
+"""Shared fixtures and the rule for missing compilers.
+
+GPU tests are marked `gpu` and skip cleanly where there is no GPU.
+
+A test that needs a compiler this machine lacks raises CompilerNotFound. On a student's
+machine that is a skip, and the run ends with one line naming the compile paths that were
+not exercised and the command that adds them. Where the compilers are part of the contract
+(CI sets KERNELCOURSE_REQUIRE_COMPILERS=1), it is a failure: a compiler gone missing must
+never turn real tests into silent skips.
+"""
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 import kernelcourse  # noqa: F401  (chooses Triton's interpreter before any kernel is defined)
+from kernelcourse.backends.compile_only import CompilerNotFound
 from kernelcourse.device import detect
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "kernels"))
+REQUIRE_COMPILERS = os.environ.get("KERNELCOURSE_REQUIRE_COMPILERS") == "1"
+_not_exercised: dict[str, dict] = {}          # compiler -> {'fix': command, 'tests': count}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a GPU; run with `make test-gpu`")
+
+
+def _skip_or_fail(exc: CompilerNotFound):
+    if REQUIRE_COMPILERS:
+        pytest.fail(f"{exc.compiler} is required here (KERNELCOURSE_REQUIRE_COMPILERS=1) and "
+                    f"missing: {exc}", pytrace=False)
+    entry = _not_exercised.setdefault(exc.compiler, {"fix": exc.fix, "tests": 0})
+    entry["tests"] += 1
+    pytest.skip(f"{exc.compiler} is not installed: {exc}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    try:
+        return (yield)
+    except CompilerNotFound as exc:
+        _skip_or_fail(exc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except CompilerNotFound as exc:
+        _skip_or_fail(exc)
+
+
+def pytest_unconfigure(config):
+    """After pytest's own last line: what this run could not exercise, and how to add it."""
+    if not _not_exercised:
+        return
+    tests = sum(e["tests"] for e in _not_exercised.values())
+    fixes = " && ".join(dict.fromkeys(e["fix"] for e in _not_exercised.values()))
+    print(f"NOT EXERCISED: the {', '.join(sorted(_not_exercised))} compile path(s) "
+          f"({tests} tests skipped; this machine lacks them). Add them: {fixes}")
 
 
 @pytest.fixture(scope="session")

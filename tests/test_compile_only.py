@@ -70,10 +70,7 @@ def test_triton_compiles_ahead_of_time_for_sm90_and_gfx942():
 
 def test_one_source_gives_an_sm90_cubin_and_a_gfx90a_code_object(fresh_cache):
     """The portability promise: the same file, untouched, through NVRTC and the AMD compiler."""
-    try:
-        amd = compile_only.hip_compile(BUGS_CU, "gfx90a", {"TILE": 32})
-    except compile_only.CompilerNotFound as missing:
-        pytest.skip(str(missing))
+    amd = compile_only.hip_compile(BUGS_CU, "gfx90a", {"TILE": 32})
     nv = nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 32})
     for kernel, element in (("sgemm_tiled_bugs", 4), ("hgemm_tiled_half_acc", 2)):
         cuda_usage, amd_usage = nv.resources[kernel], amd.resources[kernel]
@@ -82,11 +79,60 @@ def test_one_source_gives_an_sm90_cubin_and_a_gfx90a_code_object(fresh_cache):
         assert not cuda_usage.spills and not amd_usage.spills
 
 
-@pytest.mark.skipif(not shutil.which("nvcc"), reason="no nvcc on this machine")
 def test_the_same_file_compiles_offline_with_nvcc(tmp_path):
-    out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-DTILE=32",
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise compile_only.CompilerNotFound("nvcc is not on PATH", "nvcc",
+                                            "install the CUDA toolkit (its bin/ on PATH)")
+    out = subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-DTILE=32",
                           f"-I{KERNEL_INCLUDE_DIR}", str(BUGS_CU), "-o", str(tmp_path / "k.cubin")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     offline = compile_only.parse_ptxas_report(out.stdout + out.stderr, "sm_90")
     assert offline["sgemm_tiled_bugs"].shared_bytes == 8192
+
+
+def test_the_cache_key_holds_every_flag_that_changes_the_binary(fresh_cache, monkeypatch):
+    from kernelcourse.source import KernelSource
+    seen = []
+    original = KernelSource.fingerprint
+
+    def spy(self, *parts):
+        seen.append(parts)
+        return original(self, *parts)
+    monkeypatch.setattr(KernelSource, "fingerprint", spy)
+    nvrtc_compile(BUGS_CU, "sm_90", {"TILE": 8}, ("-lineinfo",))
+    parts, = seen
+    for flag in ("--gpu-architecture=sm_90", "-Xptxas=-v", "-std=c++17", "-DTILE=8", "-lineinfo"):
+        assert flag in parts
+    assert not any(p.startswith("-I") for p in parts), "include folders differ between machines"
+
+
+def test_compile_for_dispatches_on_the_target_name(fresh_cache):
+    assert compile_only.compile_for(BUGS_CU, "sm_90").target == "sm_90"
+    with pytest.raises(ValueError, match="unknown target 'tpu_v4'"):
+        compile_only.compile_for(BUGS_CU, "tpu_v4")
+
+
+def test_a_ptxas_report_without_its_spill_line_is_an_error_not_zero_spills():
+    complete = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+                "ptxas info    : Function properties for k\n"
+                "    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+                "ptxas info    : Used 40 registers, 2048 bytes smem, 384 bytes cmem[0]\n")
+    usage = compile_only.parse_ptxas_report(complete, "sm_90")["k"]
+    assert (usage.registers, usage.shared_bytes, usage.stack_bytes) == (40, 2048, 8)
+    assert (usage.spill_stores, usage.spill_loads) == (4, 12)
+    truncated = "\n".join(line for line in complete.splitlines() if "spill" not in line)
+    with pytest.raises(ValueError, match="no stack frame or spills for k"):
+        compile_only.parse_ptxas_report(truncated, "sm_90")
+
+
+def test_amdgcn_metadata_without_a_spill_count_is_an_error_not_zero():
+    from kernelcourse.backends.compile_only.triton_aot import _amdgcn_usage
+    fields = {"vgpr_count": 64, "group_segment_fixed_size": 0, "vgpr_spill_count": 0,
+              "sgpr_spill_count": 0, "private_segment_fixed_size": 0, "sgpr_count": 30}
+    asm = "\n".join(f"    .{key}:     {value}" for key, value in fields.items())
+    assert _amdgcn_usage(asm, "gfx942", "k", 1024).registers == 64
+    without = asm.replace("    .vgpr_spill_count:     0", "")
+    with pytest.raises(ValueError, match="vgpr_spill_count"):
+        _amdgcn_usage(without, "gfx942", "k", 1024)

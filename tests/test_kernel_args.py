@@ -38,6 +38,21 @@ def test_signatures_are_read_with_qualifiers_and_launch_bounds():
     assert [p.ctype for p in SOURCE.params_of("halves")] == ["f16*", "unsigned"]
 
 
+def test_launch_bounds_with_nested_parentheses_before_and_after_void():
+    """A bound computed from the tile defines, as regblock.cu could write it."""
+    source = KernelSource('''
+extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))
+after_void(const float* A, float* C, int M) {}
+extern "C" __global__ __launch_bounds__(((BM / TM) * (BN / TN)), 2) void
+before_void(float* C, int N) {}
+''', "bounds.cu")
+    entries = source.entry_points()
+    assert list(entries) == ["after_void", "before_void"]
+    assert [(p.ctype, p.name) for p in entries["after_void"]] == [
+        ("float*", "A"), ("float*", "C"), ("int", "M")]
+    assert [(p.ctype, p.name) for p in entries["before_void"]] == [("float*", "C"), ("int", "N")]
+
+
 def test_unknown_kernel_name_lists_the_ones_that_exist():
     with pytest.raises(KeyError, match="found: scale, halves"):
         SOURCE.params_of("scal")

@@ -1,4 +1,4 @@
-"""The ladder's three rungs (labs 01-03), built and launched through kernelcourse.ladder.
+"""The ladder's three rungs (labs 01-03), built and launched through kernelcourse.rungs.
 
 CPU: every Triton twin passes verification in the interpreter; every .cu file compiles
 for sm_90 (NVRTC) and gfx90a (hiprtc/hipcc) with no spills and exactly the shared
@@ -10,13 +10,13 @@ import re
 
 import pytest
 
-from kernelcourse import gemm, ladder
+from kernelcourse import gemm, lab, ladder, rungs
 from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, hip_compile,
                                                 nvrtc_compile)
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl, verify
 
-RUNGS = {r.name: r for r in ladder.RUNGS}
+RUNGS = rungs.RUNG
 
 # (rung, defines) pairs that the labs build: the defaults and the variants they time or report.
 BUILDS = [
@@ -31,8 +31,8 @@ BUILD_IDS = [f"{name}-{'-'.join(f'{k}{v}' for k, v in d.items()) or 'default'}" 
 # ----------------------------------------------------------------------------- CPU
 
 def test_rungs_in_ladder_order():
-    assert [r.name for r in ladder.RUNGS] == ["naive", "tiled", "regblock"]
-    for rung in ladder.RUNGS:
+    assert [r.name for r in rungs.RUNGS] == ["naive", "tiled", "regblock"]
+    for rung in rungs.RUNGS:
         assert rung.source.is_file() and rung.twin.is_file()
         assert rung.kernel in rung.source.read_text()
 
@@ -78,7 +78,7 @@ def test_regblock_leaves_room_for_four_blocks_per_sm():
     assert usage.registers <= 64, usage
 
 
-@pytest.mark.parametrize("name,defines", BUILDS[:6], ids=BUILD_IDS[:6])
+@pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_gfx90a_without_spills(name, defines):
     rung = RUNGS[name]
     try:
@@ -124,6 +124,31 @@ def test_grid_covers_c(name, defines, M, N):
     for b in block:
         threads *= b
     assert threads <= 1024
+
+
+def test_resource_usage_says_which_compiler_is_missing(monkeypatch):
+    """A target whose compiler is not installed gets a line saying so; the others, numbers."""
+    compile_for = lab.compile_for
+    missing = CompilerNotFound("hipcc is not on PATH", "hipcc", "install ROCm")
+
+    def without_amd_compiler(source, target, defines=None):
+        if target.startswith("gfx"):
+            raise missing
+        return compile_for(source, target, defines)
+    monkeypatch.setattr(lab, "compile_for", without_amd_compiler)
+    sm90, gfx90a = RUNGS["tiled"].resources()
+    assert (sm90.target, sm90.kernel, sm90.shared_bytes) == ("sm_90", "sgemm_tiled", 8192)
+    assert gfx90a == f"gfx90a: not compiled: {missing}"
+
+
+def test_resource_usage_raises_what_is_the_kernels_fault():
+    """A kernel name the file lacks, or a kernel that does not compile, is an error, never
+    'not compiled': only a missing compiler is the machine's fault."""
+    rung = RUNGS["tiled"]
+    with pytest.raises(KeyError, match="no kernel 'sgemm_tild'.*found: sgemm_tiled"):
+        lab.resource_usage(rung.source, "sgemm_tild", rung.config())
+    with pytest.raises(CompileError, match="TILE"):
+        lab.resource_usage(rung.source, rung.kernel, rung.config(TILE=64))
 
 
 def test_c_impl_compiles_once_at_creation():

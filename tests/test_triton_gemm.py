@@ -8,11 +8,10 @@ matrices allow it, the masked kernel elsewhere.
 """
 import sys
 
+import numpy as np
 import pytest
 import torch
 
-from kernelcourse.backends import get_backend
-from kernelcourse.device import detect
 from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape, Suite
 from kernelcourse.lab import REPO
 from kernelcourse.verify import TOLERANCE, verify
@@ -51,6 +50,28 @@ def test_any_strides(triton_backend):
     ref = a.double() @ b.double()
     assert float((c.double() - ref).abs().max() / ref.abs().max()) < 1e-5
     assert torch.all(wide[:, :10] == -1) and torch.all(wide[:, 60:] == -1)
+
+
+@pytest.fixture
+def torch_fp32_mode():
+    """torch's global fp32 matmul mode, as it was before the test, restored after it."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    yield matmul
+    matmul.fp32_precision = before
+
+
+def test_library_sets_torchs_fp32_mode_when_it_runs(triton_backend, torch_fp32_mode):
+    """The library this lab is measured against is torch.matmul, whose fp32 mode is global:
+    each library GEMM sets its own mode on every call, so making a tf32 one cannot turn an
+    fp32 one made before it into tf32."""
+    fp32, tf32 = triton_backend.library_gemm("fp32"), triton_backend.library_gemm("tf32")
+    a = triton_backend.to_device(np.eye(4))
+    c = triton_backend.to_device(np.zeros((4, 4)))
+    for gemm, mode in ((fp32, "ieee"), (tf32, "tf32"), (fp32, "ieee")):
+        gemm(a, a, c)
+        assert torch_fp32_mode.fp32_precision == mode
+    assert triton_backend.to_host(c).tolist() == np.eye(4).tolist()
 
 
 def test_launch_order_is_a_permutation_and_groups_columns_first():
@@ -116,36 +137,52 @@ def test_path_rule_alignment():
     assert "C is torch.float32" in triton_gemm.tma_refusal("sm_90", a, b, c.float())
 
 
-def test_interpreter_runs_the_masked_kernel(triton_backend):
-    """On the CPU every call takes the masked kernel, and insisting on TMA is an error."""
+def test_matmul_takes_the_kernel_the_rule_allows(triton_backend):
+    """matmul() runs the TMA kernel exactly where tma_refusal() has no objection (aligned
+    fp16 on Hopper) and the masked one elsewhere, the interpreter always (with CPU_CONFIG);
+    last_run() says which and why, and insisting on TMA where it cannot run is an error."""
     a = torch.rand(64, 64, device=triton_backend.torch_device, dtype=torch.float16)
-    triton_gemm.matmul(a, a)
+    c = triton_gemm.matmul(a, a)
     ran = triton_gemm.last_run()
-    if triton_backend.torch_device == "cpu":
-        assert ran["path"] == "masked" and "interpreter" in ran["why_not_tma"]
-        assert ran["config"] == triton_gemm.CPU_CONFIG
+    refusal = triton_gemm.tma_refusal(triton_backend.device.arch if triton_backend.on_gpu else None,
+                                      a, a, c)
+    assert triton_backend.on_gpu or "interpreter" in refusal, refusal
+    assert ran["path"] == ("masked" if refusal else "tma") and ran["why_not_tma"] == refusal, ran
+    if not triton_backend.on_gpu:
+        candidates = [triton_gemm.CPU_CONFIG]
+    elif ran["path"] == "tma":
+        candidates = [triton_gemm.config_dict(cfg) for cfg in triton_gemm.TMA_CONFIGS]
+    else:
+        candidates = [triton_gemm.config_dict(cfg) for cfg in triton_gemm.candidates("fp16")]
+    assert ran["config"] in candidates, ran
+    ref = a.double() @ a.double()
+    assert float((c.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE["fp16"]
+    if refusal:
         with pytest.raises(ValueError, match="TMA"):
             triton_gemm.matmul(a, a, path="tma")
         with pytest.raises(ValueError, match="TMA"):
             triton_gemm.triton_gemm_impl(triton_backend, "fp16", path="tma")
 
 
-def test_tma_kernel_in_the_interpreter(triton_backend, monkeypatch):
-    """The TMA kernel's own logic, run by Triton's interpreter (which emulates descriptors:
-    reads past an edge give zeros, writes past it are dropped) on a pretend 3-SM GPU, so
-    each program loops over several tiles. matmul() itself never takes it on the CPU."""
-    if triton_backend.torch_device != "cpu":
-        pytest.skip("on a GPU the -m gpu tests run the TMA kernel for real")
+def test_tma_kernel_on_a_pretend_3_sm_gpu(triton_backend, monkeypatch):
+    """The TMA kernel's own logic with a persistent grid of 3 programs, so each loops over
+    several tiles: for real on a Hopper GPU; on the CPU in Triton's interpreter, which
+    emulates descriptors (reads past an edge give zeros, writes past it are dropped)
+    standing in for an sm_90 (matmul() itself never takes this kernel there)."""
+    arch = triton_backend.device.arch if triton_backend.on_gpu else "sm_90"
+    if why := triton_gemm.tma_unavailable(arch, torch.float16):
+        pytest.skip(f"no TMA kernel on this GPU: {why}")
     monkeypatch.setattr(triton_gemm, "_device_properties",
                         lambda index: {"multiprocessor_count": 3})
     cfg = {**triton_gemm.CPU_CONFIG, "GROUP_SIZE_M": 2}
+    dev = triton_backend.torch_device
     torch.manual_seed(2)
     for M, N, K in ((200, 136, 72), (8, 8, 8)):          # ragged M, N and K; all under a tile
         for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
-            a, b = torch.rand(M, K, dtype=dtype), torch.rand(K, N, dtype=dtype)
-            wide = torch.full((M, N + 16), -1.0, dtype=dtype)
+            a, b = torch.rand(M, K, device=dev, dtype=dtype), torch.rand(K, N, device=dev, dtype=dtype)
+            wide = torch.full((M, N + 16), -1.0, device=dev, dtype=dtype)
             c = wide[:, 8:8 + N]                          # a window, 16 bytes into each row
-            assert triton_gemm.tma_refusal("sm_90", a, b, c) is None
+            assert triton_gemm.tma_refusal(arch, a, b, c) is None
             triton_gemm.matmul_tma_persistent(a, b, c, cfg)
             ref = a.double() @ b.double()
             assert float((c.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE[name]
@@ -212,24 +249,25 @@ def test_shared_memory_model_matches_the_compiler(aot):
 
 # ----------------------------------------------------------------------------- on a GPU
 
-def _gpu_backend():
-    device = detect()
-    if device.vendor not in ("nvidia", "amd"):
-        pytest.skip(f"needs a GPU; this machine: {device.describe()}")
-    return get_backend("triton")
+@pytest.fixture
+def gpu_backend(triton_backend):
+    """The triton backend where it runs on a GPU (NVIDIA or AMD); a skip elsewhere."""
+    if not triton_backend.on_gpu:
+        pytest.skip(f"needs a GPU; this machine: {triton_backend.device.describe()}")
+    return triton_backend
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_autotuned_kernels_pass_the_gpu_suite(dtype):
+def test_autotuned_kernels_pass_the_gpu_suite(dtype, gpu_backend):
     """matmul() as the lab uses it: where TMA can run (Hopper, rows a multiple of 16
     bytes apart) the TMA kernel, and the masked kernel on the suite's ragged strides."""
-    backend = _gpu_backend()
+    backend = gpu_backend
     impl = triton_gemm.triton_gemm_impl(backend, dtype)
     report = verify(impl, suite=GPU_SUITE, verbose=False)
     assert report.passed, str(report)
     by_path = impl.shapes_by_path()
-    if triton_gemm.tma_unavailable(detect().arch, triton_gemm.MODES[dtype][0]):
+    if triton_gemm.tma_unavailable(backend.device.arch, triton_gemm.MODES[dtype][0]):
         assert set(by_path) == {"masked"}, by_path
     else:
         assert set(by_path) == {"tma", "masked"}, by_path
@@ -248,12 +286,11 @@ TMA_SUITE = Suite("gpu-tma", GPU_SUITE.align, tuple(
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", triton_gemm.TMA_CONFIGS, ids=triton_gemm.config_name)
-def test_every_tma_candidate_passes(cfg):
+def test_every_tma_candidate_passes(cfg, gpu_backend):
     """Each TMA candidate pinned, not only the autotuner's winners; in fp16 (for bf16 only
     the descriptors' element type changes, and the test above runs it autotuned)."""
-    backend = _gpu_backend()
-    if why := triton_gemm.tma_unavailable(detect().arch, torch.float16):
+    if why := triton_gemm.tma_unavailable(gpu_backend.device.arch, torch.float16):
         pytest.skip(why)
-    impl = triton_gemm.triton_gemm_impl(backend, "fp16", "tma", **triton_gemm.config_dict(cfg))
+    impl = triton_gemm.triton_gemm_impl(gpu_backend, "fp16", "tma", **triton_gemm.config_dict(cfg))
     report = verify(impl, suite=TMA_SUITE, verbose=False)
     assert report.passed, str(report)

@@ -6,11 +6,19 @@ and triton in its CPU interpreter when there is no GPU.
 from __future__ import annotations
 
 import importlib
+import os
 
 from ..device import detect
 
 BACKENDS = {"cuda": "CudaBackend", "hip": "HipBackend", "triton": "TritonBackend"}
 AUTO = {"nvidia": "cuda", "amd": "hip", "cpu": "triton"}
+
+
+def interpreted() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (TRITON_INTERPRET set and not 0)
+    rather than compiling them. Here, not in triton.py: compile_only asks too, and
+    compile_only is imported while triton.py's own imports are still running."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def get_backend(name: str = "auto"):

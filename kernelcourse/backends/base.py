@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..args import pack
+from ..device import Device, detect
 from ..source import KernelSource, Param
 from .compile_only import ResourceUsage
 
@@ -25,10 +26,25 @@ def ceil_div(n: int, d: int) -> int:
     return -(-n // d)
 
 
+def require_gpu(vendor: str, backend: str) -> Device:
+    """This machine's device if it is a `vendor` GPU, else an error saying what is here."""
+    device = detect()
+    if device.vendor != vendor:
+        why = device.why_not.get(vendor, "")
+        raise RuntimeError(f"the {backend} backend needs an {vendor.upper()} GPU; this machine "
+                           f"has: {device.describe()}" + (f" ({vendor} runtime: {why})" if why else ""))
+    return device
+
+
 class Backend(ABC):
     name: str
-    device: object
+    device: Device
     label: str = ""       # how timings from this backend must be labelled
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether kernels run on a GPU here (timings are GPU timings) or on the CPU."""
+        return self.device.is_gpu
 
     @abstractmethod
     def to_device(self, host: np.ndarray, dtype: str = "fp32"):

@@ -5,9 +5,9 @@ A kernel file is compiled for the exact architecture of the GPU in the machine
 same function that builds the code objects reported on a CPU-only machine.
 hipModuleLoadData loads the code object and hipModuleLaunchKernel launches it with
 its arguments packed into one buffer laid out as the kernel expects. Everything
-goes through hip-python, the thin binding of the HIP C API: each call returns its
-status first, and `_checked` turns any status but success into an exception that
-names the error.
+goes through hip-python, the thin binding of the HIP C API (whichever generation is
+installed: hip_python.py hides the difference); each call returns its status first,
+and `checked` turns any status but success into an exception that names the error.
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import detect
-from .base import STORAGE, CBackend
+from .base import STORAGE, CBackend, require_gpu
 from .compile_only import hip_compile
+from .hip_python import bindings
+from .status import checked
 
 
 def pack_launch_buffer(values) -> bytes:
@@ -42,17 +43,9 @@ def pack_launch_buffer(values) -> bytes:
     return bytes(buffer)
 
 
-def _checked(result, what: str):
-    """hip-python calls return (status, *values); raise, naming the status, unless it is success."""
-    status, *values = result if isinstance(result, tuple) else (result,)
-    if int(status) != 0:
-        raise RuntimeError(f"{what} failed: {getattr(status, 'name', status)}")
-    return values[0] if len(values) == 1 else values
-
-
 def _release(destroy, handle, what: str) -> None:
     """Give a HIP object back (used by finalizers, which run when its owner is collected)."""
-    _checked(destroy(handle), what)
+    checked(destroy(handle), what)
 
 
 class _Allocation:
@@ -60,7 +53,7 @@ class _Allocation:
 
     def __init__(self, hip, nbytes: int):
         # hipMalloc answers None for 0 bytes: a null pointer, which hipFree accepts.
-        self.pointer = int(_checked(hip.hipMalloc(nbytes), "hipMalloc") or 0)
+        self.pointer = int(checked(hip.hipMalloc(nbytes), "hipMalloc") or 0)
         weakref.finalize(self, _release, hip.hipFree, self.pointer, "hipFree")
 
 
@@ -91,13 +84,9 @@ class HipBackend(CBackend):
     label = "GPU (HIP events)"
 
     def __init__(self):
-        from hip import hip
-        self.hip = hip
-        self.device = detect()
-        if self.device.vendor != "amd":
-            why = self.device.why_not.get("amd", "")
-            raise RuntimeError("no AMD GPU found: the hip backend needs one; this machine has: "
-                               f"{self.device.describe()}" + (f" (HIP said: {why})" if why else ""))
+        self.bindings = bindings()
+        self.hip = self.bindings.hip
+        self.device = require_gpu("amd", self.name)
         self._modules = {}
         self._blas = None
 
@@ -105,7 +94,7 @@ class HipBackend(CBackend):
     def _build(self, source, defines, options):
         build = hip_compile(source, self.device.arch, defines, options)
         if build.path not in self._modules:
-            module = _checked(self.hip.hipModuleLoadData(build.binary), "hipModuleLoadData")
+            module = checked(self.hip.hipModuleLoadData(build.binary), "hipModuleLoadData")
             weakref.finalize(self, _release, self.hip.hipModuleUnload, module, "hipModuleUnload")
             # The runtime may read the image after loading it (lazy loading): keep it alive.
             self._modules[build.path] = (module, build.binary)
@@ -113,7 +102,7 @@ class HipBackend(CBackend):
 
     def _launcher(self, module, kernel_name):
         hip = self.hip
-        function = _checked(hip.hipModuleGetFunction(module, kernel_name.encode()),
+        function = checked(hip.hipModuleGetFunction(module, kernel_name.encode()),
                             f"hipModuleGetFunction({kernel_name})")
 
         def launch(grid, block, args, shared_mem):
@@ -126,7 +115,7 @@ class HipBackend(CBackend):
                 hip.HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(arguments),
                 hip.HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size),
                 hip.HIP_LAUNCH_PARAM_END)
-            _checked(hip.hipModuleLaunchKernel(function, *grid, *block, shared_mem, None, None,
+            checked(hip.hipModuleLaunchKernel(function, *grid, *block, shared_mem, None, None,
                                                extra),
                      f"hipModuleLaunchKernel({kernel_name})")
         return launch
@@ -143,13 +132,13 @@ class HipBackend(CBackend):
             raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
         host = np.ascontiguousarray(host, dtype=STORAGE[dtype])
         allocation = _Allocation(self.hip, host.nbytes)
-        _checked(self.hip.hipMemcpy(allocation.pointer, host, host.nbytes,
+        checked(self.hip.hipMemcpy(allocation.pointer, host, host.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
         return HipArray(allocation.pointer, host.shape, host.dtype, allocation)
 
     def to_host(self, array):
         host = np.empty(array.shape, array.dtype)
-        _checked(self.hip.hipMemcpy(host, array.pointer, array.nbytes,
+        checked(self.hip.hipMemcpy(host, array.pointer, array.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
         return host.astype(np.float32) if host.dtype == np.float16 else host
 
@@ -163,27 +152,23 @@ class HipBackend(CBackend):
 
     # -- time
     def synchronize(self):
-        _checked(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+        checked(self.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     def event(self):
         return _HipEvent(self.hip)
 
     def elapsed_ms(self, start, stop):
-        _checked(self.hip.hipEventSynchronize(stop.event), "hipEventSynchronize")
-        return _checked(self.hip.hipEventElapsedTime(start.event, stop.event),
+        checked(self.hip.hipEventSynchronize(stop.event), "hipEventSynchronize")
+        return checked(self.hip.hipEventElapsedTime(start.event, stop.event),
                         "hipEventElapsedTime")
 
     def library_gemm(self, dtype):
         """hipBLAS through hip-python: SGEMM for fp32, HGEMM for fp16."""
         if dtype not in ("fp32", "fp16"):
             raise ValueError(f"the hip backend's library GEMM covers fp32 and fp16, not {dtype}")
-        try:
-            from hip import hipblas
-        except ImportError as exc:
-            raise RuntimeError("hip-python's hipBLAS bindings are missing: "
-                               "pip install 'hip-python[libraries]' (matching your ROCm)") from exc
+        hipblas = self.bindings.blas()
         if self._blas is None:
-            self._blas = _checked(hipblas.hipblasCreate(), "hipblasCreate")
+            self._blas = checked(hipblas.hipblasCreate(), "hipblasCreate")
             weakref.finalize(self, _release, hipblas.hipblasDestroy, self._blas, "hipblasDestroy")
         handle, op_n = self._blas, hipblas.hipblasOperation_t.HIPBLAS_OP_N
         routine = hipblas.hipblasSgemm if dtype == "fp32" else hipblas.hipblasHgemm
@@ -196,7 +181,7 @@ class HipBackend(CBackend):
             n = B.shape[1]
             # hipBLAS reads matrices column-major, where row-major C = A @ B reads as
             # C^T = B^T A^T: an n x m product of B^T (n x k, leading dim n) and A^T (k x m).
-            _checked(routine(handle, op_n, op_n, n, m, k, alpha, B.pointer, n,
+            checked(routine(handle, op_n, op_n, n, m, k, alpha, B.pointer, n,
                              A.pointer, k, beta, C.pointer, n), routine.__name__)
         return gemm
 
@@ -204,8 +189,8 @@ class HipBackend(CBackend):
 class _HipEvent:
     def __init__(self, hip):
         self.hip = hip
-        self.event = _checked(hip.hipEventCreate(), "hipEventCreate")
+        self.event = checked(hip.hipEventCreate(), "hipEventCreate")
         weakref.finalize(self, _release, hip.hipEventDestroy, self.event, "hipEventDestroy")
 
     def record(self):
-        _checked(self.hip.hipEventRecord(self.event, None), "hipEventRecord")
+        checked(self.hip.hipEventRecord(self.event, None), "hipEventRecord")

@@ -8,17 +8,18 @@ wall-clock interpreter times and are labelled so.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 
-from ..device import detect
+from ..device import Device, detect
+from . import interpreted
 from .base import STORAGE, Backend
 
 
-def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+def fp32_precision(dtype: str) -> str:
+    """torch's fp32 matmul mode for a course precision: 'tf32' for tf32, true fp32 otherwise."""
+    return "tf32" if dtype == "tf32" else "ieee"
 
 
 class TritonBackend(Backend):
@@ -27,7 +28,6 @@ class TritonBackend(Backend):
     def __init__(self):
         import torch
         self.torch = torch
-        self.device = detect()
         gpu = torch.cuda.is_available()
         if gpu and interpreted():
             raise RuntimeError("a GPU is present but TRITON_INTERPRET=1 is set: unset it "
@@ -35,6 +35,9 @@ class TritonBackend(Backend):
         if not gpu and not interpreted():
             raise RuntimeError("no GPU for Triton: set TRITON_INTERPRET=1 (import kernelcourse "
                                "first, which does it) to run kernels in the interpreter")
+        # Where the kernels run, which on_gpu reports: the GPU, or the CPU under the
+        # interpreter, also on a machine whose GPU this build of torch cannot use.
+        self.device = detect() if gpu else Device("cpu", "CPU")
         self.torch_device = "cuda" if gpu else "cpu"
         self.label = "GPU (torch CUDA events)" if gpu else "CPU interpreter (wall clock, not GPU performance)"
 
@@ -56,26 +59,28 @@ class TritonBackend(Backend):
         dst.copy_(src)
 
     def synchronize(self):
-        if self.torch_device == "cuda":
+        if self.on_gpu:
             self.torch.cuda.synchronize()
 
     def event(self):
-        if self.torch_device == "cuda":
+        if self.on_gpu:
             return self.torch.cuda.Event(enable_timing=True)
         return _WallClockEvent()
 
     def elapsed_ms(self, start, stop):
-        if self.torch_device == "cuda":
+        if self.on_gpu:
             stop.synchronize()
             return start.elapsed_time(stop)
         return (stop.t - start.t) * 1e3
 
     def library_gemm(self, dtype):
         """torch.matmul: cuBLAS or hipBLAS(Lt) on a GPU. fp32 without TF32; tf32 with it."""
-        torch = self.torch
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+        torch, mode = self.torch, fp32_precision(dtype)
 
         def gemm(A, B, C):
+            # torch's fp32 mode is global: set it on every call, so that whatever ran in
+            # between (another library GEMM, a lab's own torch code) cannot change this one
+            torch.backends.cuda.matmul.fp32_precision = mode
             torch.matmul(A, B, out=C)
         return gemm
 

@@ -6,24 +6,19 @@
 // What differs between the four compilers, and how this file hides it:
 //   * Offline hipcc needs the HIP runtime header for __global__, threadIdx and
 //     __syncthreads; hiprtc and NVRTC provide those built in, and must not see it.
-//   * The 16-bit float types live in different headers under different names.
-//   * The lockstep width is 32 lanes (NVIDIA warp) or 64 (AMD CDNA wavefront).
+//   * The 16-bit float type lives in a different header on each side (both call
+//     it __half); kernels name it f16.
 #pragma once
 
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC_RTC__)
-  #define KC_HIP 1
   #if !defined(__HIPCC_RTC__)
     #include <hip/hip_runtime.h>
   #endif
   #include <hip/hip_fp16.h>
-  typedef __half f16;
-  #define KC_LOCKSTEP_WIDTH 64
 #else
-  #define KC_CUDA 1
   #include <cuda_fp16.h>
-  typedef __half f16;
-  #define KC_LOCKSTEP_WIDTH 32
 #endif
+typedef __half f16;
 
 // Ceiling division: how many tiles of size d cover n elements.
 #define KC_CEIL_DIV(n, d) (((n) + (d) - 1) / (d))

@@ -37,11 +37,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder
+from kernelcourse import bench, lab, ladder, rungs
 from kernelcourse.device import detect
 
 opts = lab.options(gpu_size=4096, cpu_size=16)
-rung = ladder.RUNG["naive"]
+rung = rungs.RUNG["naive"]
 print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
 
 # %% [markdown]
@@ -60,7 +60,7 @@ print(rung.source.read_text())
 # %% [markdown]
 # ## 2. The wrapper
 #
-# `kernelcourse.ladder` knows how to launch each rung: the block shape comes from the
+# `kernelcourse.rungs` knows how to launch each rung: the block shape comes from the
 # kernel's defines (`BLOCK_X x BLOCK_Y` = 32 x 8) and the grid is `ceil(N / 32) x
 # ceil(M / 8)` blocks, x along columns to match the kernel.
 #

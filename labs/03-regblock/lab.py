@@ -37,11 +37,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder
+from kernelcourse import bench, lab, ladder, rungs
 from kernelcourse.device import detect
 
 opts = lab.options(gpu_size=4096, cpu_size=128)
-rung = ladder.RUNG["regblock"]
+rung = rungs.RUNG["regblock"]
 print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
 
 # %% [markdown]

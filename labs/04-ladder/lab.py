@@ -47,22 +47,21 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import lab, ladder, roofline
-from kernelcourse.device import detect
+from kernelcourse import lab, ladder, roofline, rungs
 
 opts = lab.options(gpu_size=4096, cpu_size=24)
-device = detect()
-cb, tb = ladder.backends(opts)
+backend = ladder.lead_backend(opts)
+device = backend.device
 print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 
 # %% [markdown]
 # ## 1. The rungs
 #
-# `kernelcourse.ladder.RUNGS` holds each rung's kernel file, defines, launch geometry,
+# `kernelcourse.rungs.RUNGS` holds each rung's kernel file, defines, launch geometry,
 # Triton twin and intensity; every lab and test builds its kernels from there.
 
 # %%
-for rung in ladder.RUNGS:
+for rung in rungs.RUNGS:
     print(f"{rung.name:9} {rung.summary}")
     print("   " + rung.describe(opts.size, opts.size).replace("\n", "\n   "))
 
@@ -87,7 +86,7 @@ assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float
 # to save memory traffic; zero spills is what keeps that bargain.
 
 # %%
-usage = [row for rung in ladder.RUNGS for row in rung.resources()]
+usage = [row for rung in rungs.RUNGS for row in rung.resources()]
 print(lab.resource_table(usage))
 assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 
@@ -102,12 +101,11 @@ assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 # allows each rung, and draws that under `build/` (never `results/`).
 
 # %%
-if opts.on_gpu:
-    backend = cb or tb
+if backend.on_gpu:
     ceilings = ladder.measured_ceilings(backend, steps)
     print(f"measured: copy {ceilings['copy_tb_per_s']:.2f} TB/s, library "
           f"{ceilings['library_tflops']:.1f} TFLOP/s; datasheet: {roofline.datasheet(device.name)}")
-    stem = f"ladder-{ladder.device_slug(backend)}-{opts.size}"
+    stem = f"ladder-{device.slug}-{opts.size}"
     png = ladder.plot_roofline(steps, ceilings, device.name, opts.size, lab.RESULTS / f"{stem}.png")
     print(f"saved {png.relative_to(lab.REPO)}")
     ladder.save_gpu_result("ladder", ladder.payload(steps, opts.size, ceilings), opts, backend,

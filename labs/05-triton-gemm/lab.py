@@ -152,7 +152,7 @@ for vendor in ("nvidia", "amd"):
     print(f"{vendor}:")
     for cfg in triton_gemm.configs_for(vendor):
         print("   ", triton_gemm.config_name(cfg))
-if not opts.on_gpu:
+if not backend.on_gpu:
     print("this machine (interpreter, one fixed configuration):",
           triton_gemm.config_name(triton_gemm.CPU_CONFIG))
 
@@ -178,7 +178,7 @@ if device.vendor == "amd" and device.arch != "gfx942":
 
 def suite_config(dtype: str) -> dict:
     """On a GPU: the first candidate the autotuner would consider for dtype."""
-    return triton_gemm.config_dict(triton_gemm.candidates(dtype)[0]) if opts.on_gpu else {}
+    return triton_gemm.config_dict(triton_gemm.candidates(dtype)[0]) if backend.on_gpu else {}
 
 
 start = time.perf_counter()
@@ -201,7 +201,7 @@ assert all(r.passed for r in reports.values()), "a precision failed: see the tab
 import torch  # noqa: E402
 
 torch.manual_seed(0)
-if opts.on_gpu:      # autotuned: every candidate compiled and timed once
+if backend.on_gpu:   # autotuned: every candidate compiled and timed once
     M, N, K = 1024, 1024, 1024
 else:                # interpreter, CPU_CONFIG; ragged in all three dimensions
     M, N, K = 96, 91, 113
@@ -292,19 +292,18 @@ def timed(dtype: str, M: int, N: int, K: int, path: str, library: bench.Timing) 
 
 def library_timing(dtype: str, M: int, N: int, K: int) -> bench.Timing:
     lib = bench.time_gemm(bench.library_impl(backend, dtype), M, N, K, **repeats(M, N, K))
-    lib.of_library = 1.0       # (library_impl sets torch's fp32 mode for tf32 / fp32)
+    lib.of_library = 1.0       # (library_impl's GEMM sets torch's fp32 mode for tf32 / fp32)
     return lib
 
 
 rows, sweep = [], []
-if opts.on_gpu:
+if backend.on_gpu:
     start = time.perf_counter()
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000),
               (8192, 8192, 512), (16384, 1024, 4096)]
     if (opts.size,) * 3 not in shapes:
         shapes.append((opts.size,) * 3)
     plan = [(dtype, shape) for dtype in ("fp16", "bf16") for shape in shapes]
-    # fp32 last: its library_impl leaves torch's fp32 matmuls in ieee mode
     plan += [(dtype, (4096,) * 3) for dtype in ("tf32", "fp32") if dtype in DTYPES]
     for dtype, (M, N, K) in plan:
         library = library_timing(dtype, M, N, K)
@@ -395,9 +394,9 @@ print(f"this machine ({device.arch or 'CPU'}):",
 
 # %%
 tma_reports, tma_paths = {}, {}
-if not opts.on_gpu:
+if not backend.on_gpu:
     print("CPU: the interpreter has no TMA path; section 4's verification covers it all")
-for dtype in ("fp16", "bf16") if opts.on_gpu else ():
+for dtype in ("fp16", "bf16") if backend.on_gpu else ():
     if why := triton_gemm.tma_unavailable(device.arch, triton_gemm.MODES[dtype][0]):
         print(f"{dtype}: no TMA kernel here ({why})")
         continue
@@ -419,7 +418,7 @@ for dtype in ("fp16", "bf16") if opts.on_gpu else ():
 # row of 4000 elements is 8000 bytes.
 
 # %%
-if opts.on_gpu:
+if backend.on_gpu:
     start = time.perf_counter()
     for r in rows:
         if not triton_gemm.tma_unavailable(device.arch, triton_gemm.MODES[r["dtype"]][0]):
@@ -447,7 +446,7 @@ else:
 # kernel elsewhere. From 4096 up it should sit within a few percent of the library.
 
 # %%
-if opts.on_gpu:
+if backend.on_gpu:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -481,8 +480,7 @@ if opts.on_gpu:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    slug = "".join(c if c.isalnum() else "-" for c in device.name.lower()).strip("-")
-    plot_path = RESULTS / f"triton-gemm-tflops-{slug}.png"
+    plot_path = RESULTS / f"triton-gemm-tflops-{device.slug}.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(plot_path, dpi=120)
     print(f"size sweep took {time.perf_counter() - start:.0f} s; plot: {plot_path}")
@@ -499,8 +497,8 @@ else:
 # size sweep, the grouping measurement and the compile report.
 
 # %%
-if opts.on_gpu:
-    path = bench.save(RESULTS / f"triton-gemm-{slug}.json", {
+if backend.on_gpu:
+    path = bench.save(RESULTS / f"triton-gemm-{device.slug}.json", {
         "lab": "05-triton-gemm",
         "verification": {d: {"passed": r.passed, "config": r.impl, "worst": r.diagnosis}
                          for d, r in reports.items()},

@@ -16,7 +16,6 @@ import kernelcourse  # noqa: F401  (first: picks GPU or interpreter before @trit
 from kernelcourse import bench
 from kernelcourse.backends import get_backend
 from kernelcourse.lab import RESULTS
-from kernelcourse.ladder import device_slug
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import triton_gemm  # noqa: E402
@@ -40,6 +39,6 @@ for dtype in ("fp16", "bf16"):
           f"TFLOP/s, TMA {min(r['tma_tflops'] for r in mine):.0f}-{max(r['tma_tflops'] for r in mine):.0f}; "
           f"TMA / library: min {min(ratios):.3f}, median {statistics.median(ratios):.3f}, "
           f"max {max(ratios):.3f}")
-path = bench.save(RESULTS / f"triton-gemm-run-to-run-{device_slug(backend)}.json",
+path = bench.save(RESULTS / f"triton-gemm-run-to-run-{backend.device.slug}.json",
                   {"size": SIZE, "rounds": rounds}, backend)
 print(f"saved {path}")

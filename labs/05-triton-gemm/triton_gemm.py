@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelcourse.backends.triton import interpreted
+from kernelcourse.backends import interpreted
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl
 
@@ -527,20 +527,20 @@ def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto",
     """
     if dtype not in MODES:
         raise ValueError(f"dtype must be one of {tuple(MODES)}, got {dtype!r}")
-    device = detect()
+    device = backend.device
     if dtype == "tf32" and device.vendor == "amd" and device.arch != "gfx942":
         raise ValueError(f"{device.arch} has no tf32 (xf32) matrix instructions; "
                          "Triton offers them on gfx942 (MI300) only")
     torch_dtype, precision = MODES[dtype]
-    on_gpu = getattr(backend, "torch_device", "cpu") == "cuda"
-    if path == "tma" and (why := tma_unavailable(device.arch if on_gpu else None, torch_dtype)):
+    if path == "tma" and (why := tma_unavailable(device.arch if backend.on_gpu else None,
+                                                 torch_dtype)):
         raise ValueError(f"no TMA kernel for {dtype} here: {why}")
     if fixed_config:
         cfg = {"GROUP_SIZE_M": 8, "num_warps": 4, "num_stages": 3, **fixed_config}
     else:
-        cfg = None if on_gpu else dict(CPU_CONFIG)   # autotuning would take hours in the interpreter
+        cfg = None if backend.on_gpu else dict(CPU_CONFIG)   # autotuning would take hours in the interpreter
     label = f"[{config_name(cfg)}]" if cfg else "(autotuned)"
-    if not on_gpu:
+    if not backend.on_gpu:
         label += " interpreter"
     runs = {}
 
@@ -596,10 +596,10 @@ def measure_grouping(backend, dtype: str = "fp16", sizes=(4096, 8192, 16384),
     effect to see on the CPU.
     """
     from kernelcourse.bench import time_gemm
-    if getattr(backend, "torch_device", "cpu") != "cuda":
+    if not backend.on_gpu:
         return ("skipped: the CPU interpreter runs one program at a time and models no "
                 "cache, so L2 grouping has nothing to change there; run on a GPU")
-    big = config_dict(configs_for(detect().vendor)[0])
+    big = config_dict(configs_for(backend.device.vendor)[0])
     timings = []
     for size in sizes:
         for group in groups:

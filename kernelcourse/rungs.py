@@ -1,0 +1,184 @@
+"""The rungs of the GEMM ladder: naive -> shared-memory tiles -> register blocking.
+
+This module is the one place that knows how each rung is built and launched:
+which .cu file and entry point, its default -D defines, the grid and block
+those defines imply, its Triton twin, and its analytic arithmetic intensity.
+Labs 01-04, the tests and anything else that runs a rung go through `RUNGS`,
+so no launch code is copied anywhere.
+
+    rung = rungs.RUNG["tiled"]
+    impl = rung.c_impl(backend, TILE=16)      # compiled once, here
+    verify(impl)
+    twin = rung.triton_impl(triton_backend)
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import gemm
+from .backends.base import ceil_div
+from .gemm import Shape, Suite
+from .lab import REPO, resource_usage
+from .verify import GemmImpl
+
+LABS = REPO / "labs"
+
+
+@dataclass(frozen=True, eq=False)
+class Rung:
+    """One rung of the ladder: a C kernel, how to launch it, and its Triton twin."""
+
+    name: str                                  # 'naive', 'tiled', 'regblock'
+    source: Path                               # the .cu file (CUDA and HIP)
+    kernel: str                                # its extern "C" entry point
+    defines: dict                              # defaults, the same as the file's #ifndef values
+    geometry: Callable[[dict, int, int], tuple]    # (defines, M, N) -> (grid, block)
+    twin: Path                                 # the Triton twin (.py with gemm(A, B, C, M, N, K))
+    intensity_of: Callable[[dict], float]      # analytic FLOP per byte of global traffic
+    shared_of: Callable[[dict], int]           # static shared memory the kernel declares (bytes)
+    summary: str = ""
+    # The suite the twin is checked on in Triton's CPU interpreter (None: the CPU suite).
+    interpreter_suite: Suite | None = None
+    # warm-up and repeats for timing on a GPU (the naive rungs are slow at 4096)
+    bench_kwargs: dict = field(default_factory=dict)
+
+    # -- defines and geometry
+    def config(self, **defines) -> dict:
+        """The defaults with `defines` applied; a define the kernel does not have is an error."""
+        unknown = sorted(set(defines) - set(self.defines))
+        if unknown:
+            raise ValueError(f"{self.name} has no define {', '.join(unknown)}; "
+                             f"its defines: {', '.join(self.defines)}")
+        return {**self.defines, **defines}
+
+    def launch_geometry(self, M: int, N: int, **defines) -> tuple[tuple, tuple]:
+        """(grid, block) that covers an M x N C with these defines."""
+        return self.geometry(self.config(**defines), M, N)
+
+    def intensity(self, **defines) -> float:
+        return self.intensity_of(self.config(**defines))
+
+    def shared_bytes(self, **defines) -> int:
+        return self.shared_of(self.config(**defines))
+
+    def describe(self, M: int, N: int, **defines) -> str:
+        d = self.config(**defines)
+        grid, block = self.geometry(d, M, N)
+        threads = math.prod(block)
+        return (f"{self.kernel} with {', '.join(f'{k}={v}' for k, v in d.items()) or 'no defines'}:\n"
+                f"  C of {M} x {N} -> grid {grid} x block {block}: {math.prod(grid)} block(s) "
+                f"of {threads} threads\n"
+                f"  shared memory {self.shared_of(d)} B per block, "
+                f"intensity {self.intensity_of(d):.2f} FLOP/byte")
+
+    def _label(self, backend_name: str, defines: dict) -> str:
+        changed = [f"{k}={v}" for k, v in defines.items() if self.defines.get(k) != v]
+        return f"{self.name}{' ' + ' '.join(changed) if changed else ''} ({backend_name})"
+
+    # -- implementations
+    def c_impl(self, backend, **defines) -> GemmImpl:
+        """The C kernel on a cuda or hip backend, compiled now (once) with these defines."""
+        d = self.config(**defines)
+        kernel = backend.compile(self.source, self.kernel, d)
+        geometry = self.geometry
+
+        def run(A, B, C, M, N, K):
+            grid, block = geometry(d, M, N)
+            kernel(grid, block, (A, B, C, M, N, K))
+        return GemmImpl(self._label(backend.name, d), backend, run)
+
+    def twin_module(self):
+        """The Triton twin, imported by file path (the labs are folders, not packages)."""
+        name = f"kernelcourse_twin_{self.name}"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, self.twin)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]      # a failed import must not leave half a module behind
+                raise
+        return sys.modules[name]
+
+    def triton_impl(self, backend) -> GemmImpl:
+        return GemmImpl(f"{self.name} (triton)", backend, self.twin_module().gemm)
+
+    # -- compile-only report
+    def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), **defines) -> list:
+        """Registers, shared memory and spills of the C kernel on each target, no GPU needed."""
+        return resource_usage(self.source, self.kernel, self.config(**defines), targets)
+
+
+def _naive_geometry(d, M, N):
+    return (ceil_div(N, d["BLOCK_X"]), ceil_div(M, d["BLOCK_Y"])), (d["BLOCK_X"], d["BLOCK_Y"])
+
+
+def _tiled_geometry(d, M, N):
+    return (ceil_div(N, d["TILE"]), ceil_div(M, d["TILE"])), (d["TILE"], d["TILE"])
+
+
+def _regblock_geometry(d, M, N):
+    threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+    return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (threads,)
+
+
+# The naive twin launches one program per element of C, and the interpreter runs
+# programs one after another in Python (milliseconds each), so the CPU suite's
+# ~90,000 elements would take many minutes. This miniature keeps every kind of
+# shape the suite has (aligned, ragged M/N, ragged K, K below one chunk, 1x1x1,
+# tall, wide, no multiple of anything, deep K) at about 900 elements.
+NAIVE_INTERPRETER_SUITE = Suite("cpu-mini", 8, (
+    Shape(8, 8, 8, "square, every dimension a multiple of 8"),
+    Shape(16, 16, 16, "larger square, every dimension aligned", signed=True),
+    Shape(13, 5, 16, "M and N ragged, K aligned"),
+    Shape(8, 8, 75, "K ragged only: one full chunk of 64 and a tail"),
+    Shape(11, 7, 37, "all three ragged", signed=True),
+    Shape(8, 8, 5, "K smaller than one chunk"),
+    Shape(1, 1, 1, "a single element"),
+    Shape(29, 3, 33, "tall and skinny"),
+    Shape(3, 29, 65, "short and wide"),
+    Shape(7, 9, 93, "no dimension a multiple of 8"),
+    Shape(8, 8, 1024, "deep K: error grows with K in a low-precision accumulator"),
+))
+
+NAIVE = Rung(
+    name="naive",
+    source=LABS / "01-naive" / "naive.cu", kernel="sgemm_naive",
+    defines={"BLOCK_X": 32, "BLOCK_Y": 8},
+    geometry=_naive_geometry,
+    twin=LABS / "01-naive" / "naive_triton.py",
+    intensity_of=lambda d: gemm.intensity_naive(),
+    shared_of=lambda d: 0,
+    summary="one thread per element of C, no reuse",
+    interpreter_suite=NAIVE_INTERPRETER_SUITE,
+    bench_kwargs={"warmup": 2, "repeats": 10},
+)
+TILED = Rung(
+    name="tiled",
+    source=LABS / "02-tiled" / "tiled.cu", kernel="sgemm_tiled",
+    defines={"TILE": 32},
+    geometry=_tiled_geometry,
+    twin=LABS / "02-tiled" / "tiled_triton.py",
+    intensity_of=lambda d: gemm.intensity_tiled(d["TILE"]),
+    shared_of=lambda d: 2 * d["TILE"] * d["TILE"] * 4,
+    summary="TILE x TILE tiles in shared memory, one thread per element",
+)
+REGBLOCK = Rung(
+    name="regblock",
+    source=LABS / "03-regblock" / "regblock.cu", kernel="sgemm_regblock",
+    defines={"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "A_PAD": 1},
+    geometry=_regblock_geometry,
+    twin=LABS / "03-regblock" / "regblock_triton.py",
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"]),
+    shared_of=lambda d: (d["BK"] * (d["BM"] + d["A_PAD"]) + d["BK"] * d["BN"]) * 4,
+    summary="BM x BN block tile, TM x TN micro-tile in registers per thread",
+)
+
+RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK)
+RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}
