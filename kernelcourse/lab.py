@@ -58,7 +58,7 @@ def resource_usage(source, kernel: str, defines: dict | None = None,
         try:
             build = compile_for(source, target, defines)
         except CompilerNotFound as exc:
-            rows.append(f"{target}: not compiled: {exc}")
+            rows.append(f"{target}: not compiled here ({exc.compiler} not installed; fix: {exc.fix})")
             continue
         if kernel not in build.resources:
             raise KeyError(f"{target} build has no kernel '{kernel}' "
