@@ -47,9 +47,11 @@ test: $(SETUP) $(HIP_PYTHON_VERSIONS)
 hip-python-versions: $(HIP_PYTHON_VERSIONS)
 
 $(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
-	grep -v '^#' $< | while read -r requirement; do \
-	  target=build/hip-python/$${requirement#*==}; rm -rf $$target; \
-	  $(PYTHON) -m pip install -q --disable-pip-version-check --target $$target "$$requirement" \
+	grep -Ev '^[[:space:]]*(#|$$)' $< | while read -r requirement; do \
+	  echo "$$requirement" | grep -Eq '^[^=]+==[0-9][0-9A-Za-z.+]*$$' \
+	    || { echo "$<: '$$requirement' is not <name>==<version>" >&2; exit 1; }; \
+	  target=build/hip-python/$${requirement#*==}; rm -rf "$$target"; \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --target "$$target" "$$requirement" \
 	    || exit 1; \
 	done
 	touch $@

@@ -47,20 +47,27 @@ def doctor() -> int:
             print(f"  {name:24} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             print(f"  {name:24} -")
-    device = detect()
-    print(f"\nDevice: {device.describe()}")
-    for vendor, why in device.why_not.items():
-        print(f"  not {vendor}: {why}")
-    print("\nBackends and compilers:")
+    from .device import Device, DeviceDetectionError
     ok = True
+    try:
+        device = detect()
+    except DeviceDetectionError as exc:       # a GPU is here but cannot be asked: say so, go on
+        print(f"\nDevice: detection FAILED\n  {exc}")
+        device, ok = Device("cpu", "CPU (GPU detection failed)"), False
+    else:
+        print(f"\nDevice: {device.describe()}")
+        for vendor, why in device.why_not.items():
+            print(f"  not {vendor}: {why}")
+    print("\nBackends and compilers:")
     for name, check, fix in _checks(device):
         try:
             detail = check()
             print(f"  [ok]   {name:26} {detail}")
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"  [no]   {name:26} {first}\n         fix: {fix}")
-            ok = ok and name != "triton (run)"     # the one backend every machine must run
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            print(f"  [no]   {name:26} " + "\n                                     ".join(lines))
+            print(f"         fix: {getattr(exc, 'fix', None) or fix}")
+            ok = ok and name not in ("triton (run)", "cpu (run)")   # every machine runs these
     return 0 if ok else 1
 
 
@@ -72,6 +79,15 @@ def _checks(device):
             backend = get_backend(name)
             return backend.label or "ready"
         return check
+
+    def run_probe_on_cpu():
+        import numpy as np
+        backend = get_backend("cpu")
+        x = backend.to_device(np.arange(32, dtype=np.float32))
+        backend.compile(PROBE, "probe")((1,), (32,), (x,))
+        if not np.array_equal(backend.to_host(x), 2 * np.arange(32, dtype=np.float32)):
+            raise RuntimeError("the probe kernel ran but computed the wrong values")
+        return f"{backend.label}; probe kernel ran"
 
     def compile_probe(target):
         def check():
@@ -88,6 +104,7 @@ def _checks(device):
         ("hip (run)", run_backend("hip"),
          gpu_fix["amd"] if device.vendor == "amd" else "needs an AMD GPU with ROCm"),
         ("triton (run)", run_backend("triton"), "pip install triton torch (make setup does it)"),
+        ("cpu (run)", run_probe_on_cpu, "sudo apt-get install g++"),
         ("NVRTC -> sm_90 cubin", compile_probe("sm_90"),
          "pip install cuda-bindings nvidia-cuda-nvrtc nvidia-cuda-runtime"),
         ("hiprtc/hipcc -> gfx90a", compile_probe("gfx90a"),
@@ -199,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="what works here, and how to fix what does not")
     lab = sub.add_parser("run-lab", help="run one lab")
     lab.add_argument("lab", help="lab number, e.g. 03")
-    lab.add_argument("--backend", default="auto", choices=["auto", "cuda", "hip", "triton"])
+    lab.add_argument("--backend", default="auto", choices=["auto", "cuda", "hip", "cpu", "triton"])
     lab.add_argument("--size", type=int, default=None, help="M = N = K (default: by device)")
     lib = sub.add_parser("bench-library", help="check the harness's timing against torch.matmul")
     lib.add_argument("--size", type=int, default=4096)

@@ -84,8 +84,10 @@ def _amd() -> Device:
     return Device("amd", **found.device_properties(0))
 
 
-FIXES = {"nvidia": "make setup (the CuPy wheel matching the driver's CUDA major), then make doctor",
-         "amd": "make setup (the hip-python matching /opt/rocm's version), then make doctor"}
+FIXES = {"nvidia": "rm -rf .venv && make setup (the CuPy wheel matching the driver's CUDA "
+                   "major), then make doctor",
+         "amd": "rm -rf .venv && make setup (the hip-python matching ROCm's version), then "
+                "make doctor"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,14 +20,15 @@ RESULTS = REPO / "results"
 
 @dataclass
 class LabOptions:
-    backend: str          # 'auto', 'cuda', 'hip' or 'triton'
+    backend: str          # 'auto', 'cuda', 'hip', 'cpu' or 'triton'
     size: int             # M = N = K for the timing run
     on_gpu: bool
 
     def wants(self, kind: str) -> bool:
-        """kind 'c' (the .cu kernels) or 'triton' (the twins): does this run include it?"""
+        """kind 'c' (the .cu kernels) or 'triton' (the twins): does this run include it?
+        'auto' runs both: the C kernels on the GPU, or on the cpu backend where there is none."""
         if self.backend == "auto":
-            return kind == "triton" or self.on_gpu
+            return True
         return (kind == "triton") == (self.backend == "triton")
 
 
@@ -38,7 +39,7 @@ def options(gpu_size: int = 4096, cpu_size: int = 128) -> LabOptions:
 
 
 def c_backend(opts: LabOptions):
-    """The backend that runs .cu files here (cuda or hip), or None on a CPU-only machine."""
+    """The backend that runs .cu files here: cuda or hip, or cpu (emulation) with no GPU."""
     if not opts.wants("c"):
         return None
     return get_backend("auto" if opts.backend == "auto" else opts.backend)

@@ -169,8 +169,10 @@ def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int = 3,
     report = Report(impl.name, impl.dtype, suite.name)
     for shape in suite.shapes:
         report.results.append(run_shape(impl, shape, suite, rng, repeats))
-        if report.results[-1].crash and "illegal" in report.results[-1].crash.lower():
-            break                           # the context is gone: later shapes would only repeat it
+        crash = (report.results[-1].crash or "").lower()
+        if "illegal" in crash or _is_hang(crash):
+            break                           # the context is gone, or every shape would wait out
+                                            # its time limit: later shapes would only repeat it
     report.cause, report.diagnosis = diagnose(report.results)
     if verbose:
         print(report)
@@ -202,6 +204,18 @@ class Failures:
 def _ok(f: Failures) -> str:
     worst = max(r.rel_error for r in f.results)
     return f"All shapes pass; worst relative error {worst:.1e}."
+
+
+def _is_hang(crash: str) -> bool:
+    """A launch stopped by its time limit (the cpu backend's KernelFault says 'hang: ...')."""
+    return "hang:" in crash.lower()
+
+
+def _hang(f: Failures) -> str:
+    r = f.first(lambda r: r.crash and _is_hang(r.crash))
+    return (f"Hung on {r.shape} ({r.shape.why}) and was stopped: {r.crash}. Look for a loop "
+            "whose bound or condition does not change (a k that is never advanced), or a "
+            "__syncthreads() inside a branch that some threads of the block skip.")
 
 
 def _crash(f: Failures) -> str:
@@ -302,6 +316,7 @@ class Rule(NamedTuple):
 
 RULES: tuple[Rule, ...] = tuple(Rule(*rule) for rule in (
     ("ok", lambda f: not f.failed, _ok),
+    ("hang", lambda f: any(r.crash and _is_hang(r.crash) for r in f.failed), _hang),
     ("crash", lambda f: any(r.crash for r in f.failed), _crash),
     ("store_guard", lambda f: any(r.oob_before or r.oob_after for r in f.failed), _store_guard),
     ("grid", lambda f: any(r.unwritten for r in f.failed), _grid),

@@ -5,15 +5,20 @@
 It runs with the system python3, before any venv exists, so it uses the standard library only.
 
 A fixed list of pip commands goes wrong quietly on many machines: on a CPU-only Linux machine
-PyPI's torch is a CUDA build of several GB, CuPy's wheel must match the NVIDIA driver's CUDA
-major version, and hip-python's must match the installed ROCm. So this script looks at the
-machine, prints a one-line reason for each choice and each pip command as it runs it, and
-stops with a one-line fix where it cannot install the right thing. SETUP.md states the rules.
+PyPI's torch is a CUDA build of several GB, and on a CUDA 12 driver one built for a newer CUDA;
+CuPy's wheel must match the NVIDIA driver's CUDA major version, and hip-python's must match the
+installed ROCm. So this script looks at the machine, prints a one-line reason for each choice
+and each pip command as it runs it, and stops with a one-line fix where it cannot install the
+right thing. SETUP.md states the rules.
 
 The decisions (venv_steps, torch_step, course_step) are pure functions: they take the facts
 (a Machine) and, for the two questions that take time, a Probes object, and return Steps.
 tests/test_setup_env.py feeds them made-up machines. read_machine, Probes and run are the
 only code that touches this machine.
+
+main asks every question before it makes the venv, so that a refusal leaves no half-made
+.venv behind. The one exception is the CPU set's local-wheel check, which runs the venv's pip
+(the system python3 may have none): there the venv comes first (torch_needs_the_venv).
 
 Environment variables override what the script finds: PLATFORM=cpu|nvidia|amd,
 CUDA_MAJOR=12|13, ROCM_VERSION=X.Y, TORCH_INDEX=<index url>|pypi.
@@ -35,11 +40,14 @@ from importlib.util import find_spec
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH_CPU = "torch==2.13.0"  # pinned: the CPU build CI's machines carry in pip's find-links
+TORCH_CPU = "torch==2.13.0"  # pinned, so that a wheel in pip's find-links folders can match
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+CUDA12_INDEX = "https://download.pytorch.org/whl/cu126"  # PyPI's torch is for the newest CUDA
 ROCM_INDEX = "https://download.pytorch.org/whl/rocm{}.{}"
 OLDEST_ROCM, LAST_CLASSIC_ROCM = (6, 2), (7, 2)  # ROCm X.Y with a hip-python X.Y.* on PyPI
-HIP_PYTHON_SHIM = "hip-python[libraries]>=10,<11"  # [libraries]: hipBLAS, built into 6.x/7.x
+# The release that tests/hip_contract/versions.txt and the `cpu` extra pin: a 10.1 would go in
+# untested. [libraries]: its hipBLAS bindings, which the classic 6.x/7.x releases include.
+HIP_PYTHON_SHIM = "hip-python[libraries]==10.0.*"
 OR_CPU = "or `PLATFORM=cpu make setup` for the CPU set"
 
 
@@ -67,6 +75,24 @@ class Machine:
     rocm_version: str | None = None   # e.g. "6.2.0-66", the text of ROCm's .info/version
     rocm_files: tuple[str, ...] = ()  # where the ROCm version was looked for
     torch_index: str | None = None    # TORCH_INDEX: an index URL, or "pypi"
+
+
+@dataclass(frozen=True)
+class IndexAnswer:
+    """How a package index answered the request for its torch page: IndexAnswer() if it served
+    it, else an HTTP error (it answered: 404, no such page) or no answer (the network's fault)."""
+    http_error: int | None = None   # e.g. 404
+    no_answer: str | None = None    # why none came, e.g. "[Errno -3] Temporary failure in ..."
+
+    @property
+    def ok(self) -> bool:
+        return self.http_error is None and self.no_answer is None
+
+    def problem(self, index: str) -> str:
+        """What went wrong, to go into a message."""
+        if self.no_answer is not None:
+            return f"no answer from {index} ({self.no_answer}): check the network or its proxy"
+        return f"{index} answered HTTP {self.http_error}"
 
 
 def pip_install(*args: str) -> tuple[str, ...]:
@@ -136,8 +162,9 @@ def hip_python_for(release: tuple[int, int]) -> tuple[str, str]:
     if release <= LAST_CLASSIC_ROCM:
         return f"hip-python~={x}.{y}.0", f"hip-python: {x}.{y}.*, the release for ROCm {x}.{y}"
     return HIP_PYTHON_SHIM, (f"hip-python: ROCm {x}.{y} is newer than 7.2, the last with a classic "
-                             "hip-python; installing hip-python 10, a compatibility shim over "
-                             "rocm-bindings-* (generated from HIP 7.15), with hipBLAS")
+                             "hip-python; installing hip-python 10.0 (pinned: the release the "
+                             "contract tests check), a compatibility shim over rocm-bindings-* "
+                             "(generated from HIP 7.15), with hipBLAS")
 
 
 def torch_step(m: Machine, probes: Probes) -> Step:
@@ -149,10 +176,16 @@ def torch_step(m: Machine, probes: Probes) -> Step:
         return Step(f"torch: from TORCH_INDEX={m.torch_index}",
                     pip_install(spec, "--index-url", m.torch_index))
     if m.platform == "nvidia":
-        return Step("torch: PyPI's build (a CUDA build on Linux)", pip_install("torch"))
+        return cuda_torch(supported_cuda_major(m), probes)
     if m.platform == "amd":
         return rocm_torch(rocm_release(m), probes)
     return cpu_torch(m, probes)
+
+
+def torch_needs_the_venv(m: Machine) -> bool:
+    """Whether torch_step runs the venv's pip: only the CPU set's local-wheel check does, and
+    only where TORCH_INDEX does not decide first. Its other questions go to package indexes."""
+    return m.platform == "cpu" and not m.torch_index
 
 
 def cpu_torch(m: Machine, probes: Probes) -> Step:
@@ -164,23 +197,45 @@ def cpu_torch(m: Machine, probes: Probes) -> Step:
     if m.system == "Darwin":
         return Step("torch: PyPI's build (on macOS it is the CPU build)", pip_install(TORCH_CPU))
     answer = probes.index_answer(CPU_INDEX)
-    if answer == "ok":
+    if answer.ok:
         return Step(f"torch: CPU build from {CPU_INDEX}",
                     pip_install(TORCH_CPU, "--index-url", CPU_INDEX))
-    raise SetupError(f"torch: no {TORCH_CPU} wheel found locally, and {CPU_INDEX} {answer}; "
+    raise SetupError(f"torch: no {TORCH_CPU} wheel found locally, and {answer.problem(CPU_INDEX)}; "
                      "plain PyPI would install a CUDA build of several GB. Set TORCH_INDEX=<url> "
                      "to use another index, or TORCH_INDEX=pypi to accept PyPI's build")
 
 
+def cuda_torch(major: str, probes: Probes) -> Step:
+    """PyPI's Linux torch is built for the newest CUDA, which a CUDA 12 driver may not run;
+    PyTorch's cu126 index has a CUDA 12.6 build, which runs on any CUDA 12 driver."""
+    if major == "13":
+        return Step("torch: PyPI's build (built for the newest CUDA; this driver's is CUDA 13)",
+                    pip_install("torch"))
+    answer = probes.index_answer(CUDA12_INDEX)
+    if answer.ok:
+        return Step(f"torch: the CUDA 12.6 build from {CUDA12_INDEX} (PyPI's is for the newest "
+                    "CUDA, which may need a newer driver than this CUDA 12 one)",
+                    pip_install("torch", "--index-url", CUDA12_INDEX))
+    raise SetupError(f"torch: {answer.problem(CUDA12_INDEX)}. It has torch's CUDA 12 build; PyPI's "
+                     "is built for the newest CUDA and may need a newer driver than this CUDA 12 "
+                     "one. Set TORCH_INDEX=<url> to use another index (a mirror of it), or "
+                     "TORCH_INDEX=pypi to try PyPI's build")
+
+
 def rocm_torch(release: tuple[int, int], probes: Probes) -> Step:
     """PyTorch's index for this ROCm release; it publishes one for some releases only."""
-    index = ROCM_INDEX.format(*release)
+    x, y = release
+    index = ROCM_INDEX.format(x, y)
     answer = probes.index_answer(index)
-    if answer == "ok":
-        return Step(f"torch: the ROCm {release[0]}.{release[1]} build from {index}",
+    if answer.ok:
+        return Step(f"torch: the ROCm {x}.{y} build from {index}",
                     pip_install("torch", "--index-url", index))
-    raise SetupError(f"torch: {index} {answer}; PyTorch publishes ROCm builds for some ROCm "
-                     "versions only (https://download.pytorch.org/whl/ lists them). "
+    if answer.no_answer is not None:
+        raise SetupError(f"torch: {answer.problem(index)}, or set TORCH_INDEX=<url> to a mirror "
+                         "of it")
+    raise SetupError(f"torch: {answer.problem(index)}: PyTorch has no build for ROCm {x}.{y}; it "
+                     "publishes ROCm builds for some ROCm versions only "
+                     "(https://download.pytorch.org/whl/ lists them). "
                      "Set TORCH_INDEX=<url> to the index of the closest one")
 
 
@@ -258,15 +313,15 @@ class Probes:
             return None
         return json.loads(out.stdout)["install"][0]["metadata"]["version"]
 
-    def index_answer(self, index: str) -> str:
-        """'ok' if the index serves a torch page, else what went wrong (fits after the URL)."""
+    def index_answer(self, index: str) -> IndexAnswer:
+        """Whether the index serves a torch page; it waits 5 seconds at most."""
         try:
             with urllib.request.urlopen(f"{index}/torch/", timeout=5):
-                return "ok"
+                return IndexAnswer()
         except urllib.error.HTTPError as e:
-            return f"answered HTTP {e.code}"
+            return IndexAnswer(http_error=e.code)
         except OSError as e:  # URLError (no DNS, refused, timed out) is an OSError
-            return f"is unreachable ({getattr(e, 'reason', e)})"
+            return IndexAnswer(no_answer=str(getattr(e, "reason", e)))
 
 
 def in_venv(argv: tuple[str, ...], venv: str) -> tuple[str, ...]:
@@ -286,10 +341,17 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     machine = read_machine(os.environ)
     print(f"platform: {machine.platform} ({machine.platform_why})")
+    probes = Probes(venv)
     try:
         course = course_step(machine)  # first, so that an unsupported machine is refused at once
-        run(venv_steps(machine, venv), venv)
-        run([torch_step(machine, Probes(venv)), course], venv)  # probing needs the venv's pip
+        make_venv = venv_steps(machine, venv)
+        if torch_needs_the_venv(machine):  # the local-wheel check runs the venv's pip
+            run(make_venv, venv)
+            torch = torch_step(machine, probes)
+        else:                              # ask the index first: a refusal leaves no .venv
+            torch = torch_step(machine, probes)
+            run(make_venv, venv)
+        run([torch, course], venv)
     except SetupError as e:
         print(f"setup: {e}", file=sys.stderr)
         return 1

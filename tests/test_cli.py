@@ -32,3 +32,16 @@ def test_doctor_lists_every_package_pyproject_asks_for(capsys):
 def test_run_lab_with_an_unknown_number_lists_the_labs(capsys):
     assert cli.main(["run-lab", "99"]) == 2
     assert "no lab 99" in capsys.readouterr().err
+
+
+def test_doctor_reports_a_failed_gpu_detection_and_still_checks_the_compilers(capsys, monkeypatch):
+    from kernelcourse import device
+    from kernelcourse.device import DeviceDetectionError
+
+    def broken():
+        raise DeviceDetectionError("/dev/kfd exists, so this machine has an AMD GPU, but ...")
+    monkeypatch.setattr(device, "detect", broken)
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "Device: detection FAILED" in out and "/dev/kfd exists" in out
+    assert "NVRTC -> sm_90 cubin" in out and "cpu (run)" in out

@@ -83,7 +83,7 @@ def test_the_same_file_compiles_offline_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise compile_only.CompilerNotFound("nvcc is not on PATH", "nvcc",
-                                            "install the CUDA toolkit (its bin/ on PATH)")
+                                            "sudo apt-get install nvidia-cuda-toolkit")
     out = subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-DTILE=32",
                           f"-I{KERNEL_INCLUDE_DIR}", str(BUGS_CU), "-o", str(tmp_path / "k.cubin")],
                          capture_output=True, text=True)

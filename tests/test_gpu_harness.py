@@ -2,26 +2,18 @@
 each deliberately broken CUDA kernel is caught with the right diagnosis (`make test-gpu`)."""
 import pytest
 
+import shutil
+import subprocess
+import sys
+
 from kernelcourse.args import ArgumentError
-from kernelcourse.backends.base import ceil_div
 from kernelcourse.backends.compile_only import CompileError
 from kernelcourse.gemm import GPU_SUITE
 from kernelcourse.verify import GemmImpl, verify
-from tests_paths import KERNELS
+from tiled_bugs import BUGS_CU, TILE, tiled
 from triton_gemm_bugs import launcher
 
 pytestmark = pytest.mark.gpu
-BUGS_CU = KERNELS / "tiled_bugs.cu"
-TILE = 32
-
-
-def tiled(backend, bug=0, entry="sgemm_tiled_bugs", dtype="fp32", round_grid_down=False):
-    kernel = backend.compile(BUGS_CU, entry, {"TILE": TILE, "BUG": bug})
-    blocks = (lambda n: max(n // TILE, 1)) if round_grid_down else (lambda n: ceil_div(n, TILE))
-
-    def run(A, B, C, M, N, K):
-        kernel((blocks(N), blocks(M)), (TILE, TILE), (A, B, C, M, N, K))
-    return GemmImpl(f"{entry} BUG={bug}", backend, run, dtype)
 
 
 def test_correct_tiled_kernel_passes_the_gpu_suite(cuda_backend):
@@ -76,3 +68,33 @@ def test_triton_gemm_on_the_gpu_passes(triton_backend, nvidia, dtype):
 def test_broken_triton_kernels_on_the_gpu(triton_backend, nvidia, bugs, dtype, cause):
     report = verify(GemmImpl(f"triton {bugs}", triton_backend, launcher(**bugs), dtype), GPU_SUITE)
     assert report.cause == cause, str(report)
+
+
+READS_PAST_A = """
+import sys
+sys.path[:0] = ["tests", "tests/kernels"]
+import cupy
+import kernelcourse
+from kernelcourse.backends import get_backend
+cupy.cuda.set_allocator(None)     # every array its own cudaMalloc, so memcheck knows its size
+from kernelcourse.gemm import Shape, Suite
+from kernelcourse.verify import verify
+from tiled_bugs import tiled
+shape = Shape(165, 99, 128, "M and N ragged")
+report = verify(tiled(get_backend("cuda"), bug=5), Suite("one", 64, (shape,)), repeats=1)
+print("verify says:", report.cause)
+"""
+
+
+def test_a_read_past_an_input_is_invisible_to_verify_and_caught_by_compute_sanitizer(nvidia):
+    """BUG=5 reads past A and B with right results: on a GPU the read lands in memory the
+    allocation rounds up to, so only compute-sanitizer's memcheck sees it (the cpu backend
+    names it without help: tests/test_cpu_backend.py)."""
+    sanitizer = shutil.which("compute-sanitizer")
+    assert sanitizer, "compute-sanitizer is part of the CUDA toolkit the GPU tests run with"
+    plain = subprocess.run([sys.executable, "-c", READS_PAST_A], capture_output=True, text=True)
+    assert "verify says: ok" in plain.stdout, plain.stdout + plain.stderr
+    checked = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "7",
+                              sys.executable, "-c", READS_PAST_A], capture_output=True, text=True)
+    assert checked.returncode == 7, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert "Invalid __global__ read" in checked.stdout

@@ -16,7 +16,7 @@ from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, 
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl, verify
 
-RUNGS = rungs.RUNG
+RUNG = rungs.RUNG
 
 # (rung, defines) pairs that the labs build: the defaults and the variants they time or report.
 BUILDS = [
@@ -38,23 +38,23 @@ def test_rungs_in_ladder_order():
 
 
 def test_analytic_intensity():
-    assert RUNGS["naive"].intensity() == 0.25
-    assert RUNGS["tiled"].intensity() == 8.0                 # T/4 at T = 32
-    assert RUNGS["tiled"].intensity(TILE=16) == 4.0
-    assert RUNGS["regblock"].intensity() == 16.0             # BM*BN / (2 (BM+BN)) at 64 x 64
-    assert RUNGS["regblock"].intensity(BK=32) == 16.0        # BK cancels
+    assert RUNG["naive"].intensity() == 0.25
+    assert RUNG["tiled"].intensity() == 8.0                 # T/4 at T = 32
+    assert RUNG["tiled"].intensity(TILE=16) == 4.0
+    assert RUNG["regblock"].intensity() == 16.0             # BM*BN / (2 (BM+BN)) at 64 x 64
+    assert RUNG["regblock"].intensity(BK=32) == 16.0        # BK cancels
 
 
-@pytest.mark.parametrize("name", list(RUNGS))
+@pytest.mark.parametrize("name", list(RUNG))
 def test_twin_passes_verification(name, triton_backend):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     report = ladder.check(rung.triton_impl(triton_backend), rung)
     assert report.passed, str(report)
 
 
 @pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_sm90_without_spills(name, defines):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     usage = nvrtc_compile(rung.source, "sm_90", rung.config(**defines)).resources[rung.kernel]
     assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
     assert usage.shared_bytes == rung.shared_bytes(**defines), usage
@@ -63,7 +63,7 @@ def test_compiles_for_sm90_without_spills(name, defines):
 def test_shared_memory_is_the_tiles():
     """The numbers the labs quote, spelled out."""
     def smem(name, **d):
-        rung = RUNGS[name]
+        rung = RUNG[name]
         return nvrtc_compile(rung.source, "sm_90", rung.config(**d)).resources[rung.kernel].shared_bytes
     assert smem("naive") == 0
     assert smem("tiled") == 2 * 32 * 32 * 4 == 8192
@@ -73,14 +73,14 @@ def test_shared_memory_is_the_tiles():
 
 def test_regblock_leaves_room_for_four_blocks_per_sm():
     """64 registers or fewer: four 256-thread blocks (32 warps) fit in an SM's 64K registers."""
-    rung = RUNGS["regblock"]
+    rung = RUNG["regblock"]
     usage = nvrtc_compile(rung.source, "sm_90", rung.config()).resources[rung.kernel]
     assert usage.registers <= 64, usage
 
 
 @pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_gfx90a_without_spills(name, defines):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     try:
         build = hip_compile(rung.source, "gfx90a", rung.config(**defines))
     except CompilerNotFound as exc:
@@ -96,20 +96,20 @@ def test_compiles_for_gfx90a_without_spills(name, defines):
     ("regblock", {"TM": 3}, "micro-tiles must tile the block tile"),
 ], ids=["tile64", "bk8", "tm3"])
 def test_static_asserts_refuse_impossible_tiles(name, defines, why):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     with pytest.raises(CompileError, match=re.escape(why)):
         nvrtc_compile(rung.source, "sm_90", rung.config(**defines))
 
 
 def test_unknown_define_is_refused():
     with pytest.raises(ValueError, match="no define"):
-        RUNGS["tiled"].config(TILES=16)
+        RUNG["tiled"].config(TILES=16)
 
 
 @pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 @pytest.mark.parametrize("M,N", [(1, 1), (1000, 1000), (1000, 700), (4096, 4096), (389, 17)])
 def test_grid_covers_c(name, defines, M, N):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     d = rung.config(**defines)
     (gx, gy), block = rung.launch_geometry(M, N, **defines)
     if name == "regblock":
@@ -136,7 +136,7 @@ def test_resource_usage_says_which_compiler_is_missing(monkeypatch):
             raise missing
         return compile_for(source, target, defines)
     monkeypatch.setattr(lab, "compile_for", without_amd_compiler)
-    sm90, gfx90a = RUNGS["tiled"].resources()
+    sm90, gfx90a = RUNG["tiled"].resources()
     assert (sm90.target, sm90.kernel, sm90.shared_bytes) == ("sm_90", "sgemm_tiled", 8192)
     assert gfx90a == "gfx90a: not compiled here (hipcc not installed; fix: install ROCm)"
 
@@ -144,7 +144,7 @@ def test_resource_usage_says_which_compiler_is_missing(monkeypatch):
 def test_resource_usage_raises_what_is_the_kernels_fault():
     """A kernel name the file lacks, or a kernel that does not compile, is an error, never
     'not compiled': only a missing compiler is the machine's fault."""
-    rung = RUNGS["tiled"]
+    rung = RUNG["tiled"]
     with pytest.raises(KeyError, match="no kernel 'sgemm_tild'.*found: sgemm_tiled"):
         lab.resource_usage(rung.source, "sgemm_tild", rung.config())
     with pytest.raises(CompileError, match="TILE"):
@@ -161,8 +161,8 @@ def test_c_impl_compiles_once_at_creation():
         def compile(self, source, kernel, defines):
             calls.append((kernel, dict(defines)))
             return lambda grid, block, args: calls.append((grid, block))
-    impl = RUNGS["regblock"].c_impl(Recorder(), BK=32)
-    assert calls == [("sgemm_regblock", RUNGS["regblock"].config(BK=32))]
+    impl = RUNG["regblock"].c_impl(Recorder(), BK=32)
+    assert calls == [("sgemm_regblock", RUNG["regblock"].config(BK=32))]
     impl(None, None, None, 100, 130, 7)
     assert calls[-1] == ((3, 2), (256,))
     assert impl.name == "regblock BK=32 (recorder)"
@@ -198,26 +198,26 @@ def misaligned(impl: GemmImpl) -> GemmImpl:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 def test_c_rung_on_cuda(name, defines, cuda_backend):
-    report = verify(RUNGS[name].c_impl(cuda_backend, **defines))
+    report = verify(RUNG[name].c_impl(cuda_backend, **defines))
     assert report.passed, str(report)
 
 
 @pytest.mark.gpu
 def test_regblock_on_misaligned_pointers(cuda_backend):
-    report = verify(misaligned(RUNGS["regblock"].c_impl(cuda_backend)))
+    report = verify(misaligned(RUNG["regblock"].c_impl(cuda_backend)))
     assert report.passed, str(report)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(RUNGS))
+@pytest.mark.parametrize("name", list(RUNG))
 def test_twin_on_gpu(name, nvidia, triton_backend):
-    rung = RUNGS[name]
+    rung = RUNG[name]
     report = verify(rung.triton_impl(triton_backend), suite=gemm.GPU_SUITE)
     assert report.passed, str(report)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(RUNGS))
+@pytest.mark.parametrize("name", list(RUNG))
 def test_c_rung_on_hip(name, amd_backend):
-    report = verify(RUNGS[name].c_impl(amd_backend))
+    report = verify(RUNG[name].c_impl(amd_backend))
     assert report.passed, str(report)

@@ -1,7 +1,9 @@
-"""Backends behind one interface: cuda (CuPy + NVRTC), hip (hip-python + hiprtc), triton.
+"""Backends behind one interface: cuda (CuPy + NVRTC), hip (hip-python + hiprtc), triton,
+and cpu (the same .cu files on the CPU, the GPU's thread model emulated).
 
-get_backend('auto') picks what this machine can run: cuda on NVIDIA, hip on AMD,
-and triton in its CPU interpreter when there is no GPU.
+get_backend('auto') picks what this machine can run for C kernels: cuda on NVIDIA, hip on
+AMD, cpu when there is no GPU; Triton kernels run on the triton backend everywhere (in its
+CPU interpreter when there is no GPU).
 """
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import os
 
 from ..device import detect
 
-BACKENDS = {"cuda": "CudaBackend", "hip": "HipBackend", "triton": "TritonBackend"}
-AUTO = {"nvidia": "cuda", "amd": "hip", "cpu": "triton"}
+BACKENDS = {"cuda": "CudaBackend", "hip": "HipBackend", "triton": "TritonBackend",
+            "cpu": "CpuBackend"}
+AUTO = {"nvidia": "cuda", "amd": "hip", "cpu": "cpu"}
 
 
 def interpreted() -> bool:

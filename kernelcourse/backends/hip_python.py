@@ -16,7 +16,6 @@ the way the course does against the real bindings of 6.2.0, 7.2.2 and 10.0.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib
 import os
@@ -97,22 +96,15 @@ def bindings() -> Bindings:
 
 
 def _find_rocm_libraries(found: Bindings) -> None:
-    """The classic generation dlopens bare names, found only on the loader's search path;
-    where that misses a ROCm install, point it at $ROCM_PATH/lib (default /opt/rocm/lib)."""
+    """The classic generation dlopens bare names ('libamdhip64.so'), which the loader finds
+    wherever its search path says: on a machine with ROCm and another HIP runtime (Debian's,
+    say), perhaps the wrong one. Where ROCm is installed ($ROCM_PATH, default /opt/rocm),
+    its own libraries are the ones that match this hip-python: name them by path."""
     rocm_lib = os.path.join(os.environ.get("ROCM_PATH", "/opt/rocm"), "lib")
-    for library in ("amdhip64", "hiprtc"):
-        bare = found.library_file(library)
-        installed = os.path.join(rocm_lib, bare)
-        if os.path.basename(bare) == bare and not _loads(bare) and os.path.exists(installed):
+    for library in LIBRARIES:
+        installed = os.path.join(rocm_lib, os.path.basename(found.library_file(library)))
+        if os.path.exists(installed):
             found.use_library(library, installed)
-
-
-def _loads(name: str) -> bool:
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return False
-    return True
 
 
 _LIBRARY_OVERRIDES: dict[str, str] = {}

@@ -1,16 +1,20 @@
 // portable.h: the one prelude that lets a kernel file compile unchanged under
-// NVRTC (CUDA), hiprtc (HIP), and the offline compilers nvcc and hipcc.
+// NVRTC (CUDA), hiprtc (HIP), the offline compilers nvcc and hipcc, and the system C++
+// compiler of the `cpu` backend (which defines KC_CPU).
 //
 // Include it first in every .cu file of the course:   #include "portable.h"
 //
 // What differs between the four compilers, and how this file hides it:
 //   * Offline hipcc needs the HIP runtime header for __global__, threadIdx and
 //     __syncthreads; hiprtc and NVRTC provide those built in, and must not see it.
-//   * The 16-bit float type lives in a different header on each side (both call
+//   * The 16-bit float type lives in a different header on each side (all call
 //     it __half); kernels name it f16.
+//   * On the CPU, cpu_runtime.h supplies threadIdx, __syncthreads and the rest.
 #pragma once
 
-#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC_RTC__)
+#if defined(KC_CPU)
+  #include "cpu_runtime.h"
+#elif defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC_RTC__)
   #if !defined(__HIPCC_RTC__)
     #include <hip/hip_runtime.h>
   #endif

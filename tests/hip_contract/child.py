@@ -3,9 +3,11 @@
 Run by tests/test_hip_python_contract.py in a fresh process (a binding loads its library
 once per process) as `python child.py STUB_LIBRARY`, with the hip-python under test first
 on PYTHONPATH. It drives the real code paths (device detection, the hip backend's copies,
-compile, launch, events and hipBLAS) and prints, as JSON, what each call handed the stub.
+compile, launch, events and hipBLAS) and prints, as JSON, what each call handed the stub
+(or, where hiprtc is missing, which compiler and the command that adds it).
 """
 import ctypes
+import gc
 import json
 import struct
 import sys
@@ -80,7 +82,8 @@ def main():
 
     # Compile (real hiprtc) and launch (the stub records the packed argument buffer).
     kernel = backend.compile(KERNEL, "mixed_args")
-    kernel((8, 1, 1), (128, 1, 1), (np.int32(1000), dy, np.float32(2.5), dx, np.int32(1)))
+    kernel((8, 1, 1), (128, 1, 1), (np.int32(1000), dy, np.float32(2.5), dx, np.int32(1)),
+           shared_mem=256)
     buffer = ctypes.POINTER(ctypes.c_ubyte)()
     size = stub.stub_last_arguments(ctypes.byref(buffer))
     facts["arguments"] = bytes(buffer[:size]).hex()
@@ -95,6 +98,7 @@ def main():
     start.record()
     stop.record()
     facts["elapsed_ms"] = backend.elapsed_ms(start, stop)
+    facts["events"] = {"start": int(start.event), "stop": int(stop.event)}
     backend.synchronize()
 
     # hipBLAS, both precisions: row-major C = A @ B read column-major as C^T = B^T A^T.
@@ -106,6 +110,16 @@ def main():
         backend.library_gemm(dtype)(A, B, C)
         gemm_pointers[dtype] = {"A": A.pointer, "B": B.pointer, "C": C.pointer}
     facts["gemm"] = {"M": M, "N": N, "K": K, "pointers": gemm_pointers}
+    facts["allocations"] = [a.pointer for a in (dx, dy)]
+
+    # Everything the course created is given back when its owner goes: the finalizers call
+    # hipFree, hipEventDestroy, hipModuleUnload and hipblasDestroy (their errors would only
+    # be printed, so they are collected here and reported).
+    unraisable = []
+    sys.unraisablehook = lambda info: unraisable.append(repr(info.exc_value))
+    del kernel, start, stop, dx, dy, A, B, C, backend
+    gc.collect()
+    facts["unraisable"] = unraisable
     facts["launch_param_keys"] = [int(found.hip.HIP_LAUNCH_PARAM_BUFFER_POINTER),
                                   int(found.hip.HIP_LAUNCH_PARAM_BUFFER_SIZE),
                                   int(found.hip.HIP_LAUNCH_PARAM_END)]
@@ -114,4 +128,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from kernelcourse.backends.compile_only import CompilerNotFound
+    try:
+        main()
+    except CompilerNotFound as missing:     # the parent turns this into its own CompilerNotFound
+        print(json.dumps({"compiler_missing": missing.compiler, "reason": missing.reason,
+                          "fix": missing.fix}))

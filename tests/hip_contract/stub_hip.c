@@ -49,7 +49,7 @@ int hipMalloc(void** pointer, size_t size) {
     note("hipMalloc size=%zu -> %p\n", size, *pointer);
     return 0;
 }
-int hipFree(void* pointer) { free(pointer); return 0; }
+int hipFree(void* pointer) { note("hipFree pointer=%p\n", pointer); free(pointer); return 0; }
 int hipMemcpy(void* dst, const void* src, size_t size, int kind) {
     note("hipMemcpy dst=%p src=%p size=%zu kind=%d\n", dst, src, size, kind);
     memcpy(dst, src, size);
@@ -63,7 +63,7 @@ int hipModuleLoadData(void** module, const void* image) {
     *module = (void*)0x5100;
     return 0;
 }
-int hipModuleUnload(void* module) { (void)module; return 0; }
+int hipModuleUnload(void* module) { note("hipModuleUnload module=%p\n", module); return 0; }
 int hipModuleGetFunction(void** function, void* module, const char* name) {
     note("hipModuleGetFunction module=%p name=%s\n", module, name);
     *function = (void*)0xF00;
@@ -90,19 +90,19 @@ int hipModuleLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz,
 }
 
 // -- events: a fixed 0.25 ms between any two
-int hipEventCreate(void** event) { *event = malloc(1); note("hipEventCreate\n"); return 0; }
-int hipEventDestroy(void* event) { free(event); return 0; }
-int hipEventRecord(void* event, void* stream) { note("hipEventRecord stream=%p\n", stream); (void)event; return 0; }
-int hipEventSynchronize(void* event) { (void)event; return 0; }
+int hipEventCreate(void** event) { *event = malloc(1); note("hipEventCreate -> %p\n", *event); return 0; }
+int hipEventDestroy(void* event) { note("hipEventDestroy event=%p\n", event); free(event); return 0; }
+int hipEventRecord(void* event, void* stream) { note("hipEventRecord event=%p stream=%p\n", event, stream); return 0; }
+int hipEventSynchronize(void* event) { note("hipEventSynchronize event=%p\n", event); return 0; }
 int hipEventElapsedTime(float* ms, void* start, void* stop) {
-    note("hipEventElapsedTime distinct=%d\n", start != stop);
+    note("hipEventElapsedTime start=%p stop=%p\n", start, stop);
     *ms = 0.25f;
     return 0;
 }
 
 // -- hipBLAS
-int hipblasCreate(void** handle) { *handle = (void*)0xB1A5; note("hipblasCreate\n"); return 0; }
-int hipblasDestroy(void* handle) { (void)handle; return 0; }
+int hipblasCreate(void** handle) { *handle = (void*)0xB1A5; note("hipblasCreate -> %p\n", *handle); return 0; }
+int hipblasDestroy(void* handle) { note("hipblasDestroy handle=%p\n", handle); return 0; }
 int hipblasSgemm(void* handle, int transa, int transb, int m, int n, int k, const float* alpha,
                  const float* A, int lda, const float* B, int ldb, const float* beta, float* C,
                  int ldc) {

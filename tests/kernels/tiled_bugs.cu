@@ -6,6 +6,8 @@
 //   BUG=2  no store guard: threads outside C store anyway
 //   BUG=3  barrier 1 missing (read-after-write race on the tile)
 //   BUG=4  barrier 2 missing (write-after-read race on the tile)
+//   BUG=5  the tile loads read before they check: out-of-range elements are loaded, then
+//          replaced by 0, so every result is right but edge threads read past A and B
 // The fp16 entry point accumulates in half precision (the precision bug), and a
 // grid that is too small is a launcher bug, made by the test itself.
 #include "portable.h"
@@ -29,6 +31,10 @@ __device__ void tiled_gemm(const T* A, const T* B, T* C, int M, int N, int K) {
 #if BUG == 1
         if (row < M && a_col < K) As[ty][tx] = A[row * K + a_col];
         if (b_row < K && col < N) Bs[ty][tx] = B[b_row * N + col];
+#elif BUG == 5
+        const T a = A[row * K + a_col], b = B[b_row * N + col];
+        As[ty][tx] = (row < M && a_col < K) ? a : T(0.0f);
+        Bs[ty][tx] = (b_row < K && col < N) ? b : T(0.0f);
 #else
         As[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col] : T(0.0f);
         Bs[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : T(0.0f);

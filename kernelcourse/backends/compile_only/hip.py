@@ -22,10 +22,9 @@ from .build import Build, CompileError, CompilerNotFound, ResourceUsage, require
 from .code_object import code_object_usage
 
 # Install hints, used wherever an AMD compiler turns out to be missing.
-# The library is the one that is usually missing: Debian's hipcc package brings ROCm 5.2's HIP
-# runtime, which carries hiprtc; hip-python itself comes with `make setup`.
-_HIPRTC_FIX = "sudo apt-get install hipcc"
-_HIPCC_FIX = "sudo apt-get install hipcc"       # or ROCm's own, with /opt/rocm/bin on PATH
+# Where ROCm is installed its own hipcc and hiprtc are found first; elsewhere Debian's hipcc
+# package brings both (ROCm 5.2: hipcc, and the HIP runtime that carries hiprtc).
+_AMD_COMPILER_FIX = "sudo apt-get install hipcc"
 
 # Modern hiprtc (ROCm 6 and later) builds hip_fp16.h into every program and marks that header
 # as included, so portable.h's `#include <hip/hip_fp16.h>` does nothing. ROCm 5.2's hiprtc
@@ -76,7 +75,7 @@ def _hiprtc():
             found.use_library("hiprtc", path)
             return found.hiprtc, path
     raise CompilerNotFound("no library on this machine provides hiprtc (ROCm's HIP runtime does)",
-                           "hiprtc", _HIPRTC_FIX)
+                           "hiprtc", _AMD_COMPILER_FIX)
 
 
 def hiprtc_version() -> str:
@@ -171,7 +170,7 @@ def _hipcc() -> str:
     for candidate in (shutil.which("hipcc"), os.path.join(rocm, "bin", "hipcc")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    raise CompilerNotFound("hipcc is not on PATH nor in $ROCM_PATH/bin", "hipcc", _HIPCC_FIX)
+    raise CompilerNotFound("hipcc is not on PATH nor in $ROCM_PATH/bin", "hipcc", _AMD_COMPILER_FIX)
 
 
 def _hipcc_environment() -> dict:

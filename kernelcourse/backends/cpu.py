@@ -1,0 +1,329 @@
+"""The cpu backend: a course .cu file, unchanged, run on the CPU with the GPU's thread model.
+
+No package runs CUDA or HIP C on a CPU, so the course carries its own small emulation:
+the system C++ compiler (g++ or clang++) builds the kernel file against
+kernels/cpu_runtime.h (selected by portable.h under -DKC_CPU), where every GPU thread of a
+block is a fiber and __syncthreads() a real barrier among them. A generated wrapper adds
+one launcher per entry point (kernels/cpu_launch.h), and ctypes calls it.
+
+What the emulation gives a student without a GPU, and how:
+  * races show: the fibers of a block take their turns in an order that changes from launch
+    to launch (forward, reversed, shuffled with a recorded seed), so a missing barrier makes
+    results move between identical launches and verify() names it `race`;
+  * out-of-bounds accesses are caught and named: every array sits just before a guard page
+    (an access past its end faults), and the fault's address, instruction and thread come
+    back with the array's name and the kernel's file and line;
+  * a crash or a hang never takes the caller down: each launch runs in a child process with
+    a time limit, and its death becomes an exception that verify() reports as a verdict.
+Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import cache
+from ..device import detect
+from ..source import KERNEL_INCLUDE_DIR, KernelSource, define_options
+from .base import STORAGE, CBackend
+from .compile_only import CompileError, CompilerNotFound
+
+RUNTIME_HEADERS = ("cpu_runtime.h", "cpu_launch.h")
+ORDERS = ("forward", "reversed", "shuffled")
+PAGE = mmap.PAGESIZE
+ALIGN = 16          # where an array starts: float4 loads need 16 bytes, as cudaMalloc gives
+
+# Constructs the emulation does not model; refused before compiling, with their name.
+UNSUPPORTED = (
+    (r"\b__shfl\w*", "warp shuffles (__shfl*)"),
+    (r"\b__(?:ballot|any|all|match)_sync\b|\b__activemask\b", "warp votes (__ballot_sync and kin)"),
+    (r"\b__syncwarp\b", "warp-level barriers (__syncwarp)"),
+    (r"\bnvcuda\s*::\s*wmma\b|\bwmma\s*::", "tensor-core fragments (wmma)"),
+    (r"\b__builtin_amdgcn_\w+", "AMD GCN intrinsics (__builtin_amdgcn_*)"),
+    (r"\basm\s*(?:volatile\s*)?\(|\b__asm__\b", "inline assembly (PTX or GCN)"),
+    (r"\bextern\s+__shared__\b", "dynamic shared memory (extern __shared__)"),
+    (r"\bcooperative_groups\b", "cooperative groups"),
+    (r"\b__(?:nanosleep|threadfence\w*)\b", "__nanosleep and memory fences"),
+)
+
+
+class KernelFault(RuntimeError):
+    """A launch on the cpu backend crashed, or hung past its time limit."""
+
+
+def _compiler() -> str:
+    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        if name and (found := shutil.which(name)):
+            return found
+    raise CompilerNotFound("no C++ compiler (g++ or clang++) on PATH", "g++",
+                           "sudo apt-get install g++")
+
+
+def compiler_version() -> str:
+    out = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()[0]
+
+
+def _code_only(text: str) -> str:
+    """The source with comments and string literals blanked out, line breaks kept."""
+    pattern = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
+    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def refuse_unsupported(src: KernelSource) -> None:
+    """A CompileError naming the first construct the emulation does not model, with its line."""
+    code = _code_only(src.text)
+    for pattern, what in UNSUPPORTED:
+        if m := re.search(pattern, code):
+            line = code.count("\n", 0, m.start()) + 1
+            raise CompileError(src.filename, "cpu", (
+                f"{src.filename}:{line}: the cpu backend does not emulate {what} "
+                f"('{m.group(0).strip()}'); run this kernel on a GPU backend"))
+
+
+def _launcher(name: str, params) -> str:
+    """C++ that calls entry point `name` from an array of pointers to its argument values."""
+    args = ", ".join(f"*({p.ctype}*)args[{i}]" for i, p in enumerate(params))
+    return (f"static void kc_body_{name}(void* packed) {{\n"
+            f"    void** args = static_cast<void**>(packed); (void)args;\n"
+            f"    {name}({args});\n}}\n"
+            f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
+            f"void* args, int order, unsigned long long seed, int timeout_ms, kc::Status* status) {{\n"
+            f"    return kc::launch_isolated(grid, block, kc_body_{name}, args, order, seed, "
+            f"timeout_ms, status);\n}}\n")
+
+
+def wrapper_source(src: KernelSource) -> str:
+    """The student's file (its diagnostics naming it, line for line) and the launchers."""
+    name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
+    launchers = "".join(_launcher(k, params) for k, params in src.entry_points().items())
+    return (f'#line 1 "{name}"\n{src.text}\n'
+            f'#line 1 "kernelcourse-cpu-launchers"\n#include "cpu_launch.h"\n{launchers}')
+
+
+def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = ()) -> Path:
+    """Build the kernel file as a shared library for this CPU; cached on disk. Returns its path."""
+    src = KernelSource.load(source)
+    refuse_unsupported(src)
+    compiler = _compiler()
+    flags = ["-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-DKC_CPU", "-Wno-unknown-pragmas",
+             *define_options(defines), *options]
+    runtime = [(KERNEL_INCLUDE_DIR / h).read_text() for h in RUNTIME_HEADERS]
+    key = src.fingerprint("cpu", compiler_version(), *runtime, *flags)
+
+    def compile_now():
+        with tempfile.TemporaryDirectory() as tmp:
+            wrapper, library = Path(tmp) / "kernel.cpp", Path(tmp) / "kernel.so"
+            wrapper.write_text(wrapper_source(src))
+            # Compiled in the scratch folder, its name mapped away, so that the debug line
+            # table names the kernel file exactly as the student sees it (the #line name).
+            out = subprocess.run([compiler, *flags, f"-fdebug-prefix-map={tmp}=.",
+                                  f"-I{KERNEL_INCLUDE_DIR}", str(wrapper), "-o", str(library)],
+                                 capture_output=True, text=True, cwd=tmp)
+            if out.returncode != 0:
+                raise CompileError(src.filename, "cpu", out.stderr)
+            return library.read_bytes(), out.stderr.encode()
+
+    _, _, path = cache.build_once(key, ".so", compile_now)
+    return path
+
+
+class _Status(ctypes.Structure):
+    """kc::Status in cpu_launch.h, field for field."""
+    _fields_ = [("outcome", ctypes.c_int), ("signal", ctypes.c_int), ("is_write", ctypes.c_int),
+                ("reserved", ctypes.c_int), ("fault_address", ctypes.c_uint64),
+                ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64),
+                ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
+                ("message", ctypes.c_char * 256)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
+class _Allocation:
+    """A shared mapping: a guard page, the data (ending just before the next page), a guard page.
+
+    Shared, so that the child process a launch runs in writes where the parent reads.
+    """
+
+    def __init__(self, nbytes: int):
+        data_pages = max(1, -(-nbytes // PAGE))
+        self.map = mmap.mmap(-1, (data_pages + 2) * PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+        self.guard_after = self.base + (data_pages + 1) * PAGE
+        # The data ends as close to the trailing guard page as a 16-byte-aligned start allows.
+        self.start = (self.guard_after - nbytes) & ~(ALIGN - 1)
+        for guard in (self.base, self.guard_after):
+            if _libc.mprotect(guard, PAGE, 0) != 0:          # PROT_NONE: any access faults
+                raise OSError(ctypes.get_errno(), "mprotect of a guard page failed")
+
+    def guard(self, address: int) -> str | None:
+        if self.base <= address < self.base + PAGE:
+            return "before the start"
+        if self.guard_after <= address < self.guard_after + PAGE:
+            return "past the end"
+        return None
+
+
+@dataclass(frozen=True)
+class CpuArray:
+    """A device array of the cpu backend: its address, shape and dtype, and its mapping."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    allocation: _Allocation
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def numpy(self) -> np.ndarray:
+        """The array itself, in place (no copy)."""
+        offset = self.pointer - self.allocation.base
+        return np.frombuffer(self.allocation.map, self.dtype, self.size, offset).reshape(self.shape)
+
+
+class CpuBackend(CBackend):
+    name = "cpu"
+    label = "CPU emulation (not GPU performance)"
+
+    def __init__(self, timeout_s: float = 60.0, order: str | None = None):
+        self.device = detect()
+        self.timeout_s = timeout_s
+        self.fixed_order = order            # None: a new order every launch
+        self.launches = 0
+        self.schedules: list[tuple[str, int]] = []   # (order, seed) of every launch, in turn
+        self._libraries = {}
+
+    # -- compiling and launching
+    def _build(self, source, defines, options):
+        path = cpu_compile(source, defines, options)
+        if path not in self._libraries:
+            self._libraries[path] = ctypes.CDLL(str(path))
+        return (self._libraries[path], path, KernelSource.load(source)), {}
+
+    def _launcher(self, module, kernel_name):
+        library, path, src = module
+        function = getattr(library, f"kc_launch_{kernel_name}")
+        params = src.params_of(kernel_name)
+
+        def launch(grid, block, args, shared_mem):
+            if shared_mem:
+                raise ValueError("the cpu backend has no dynamic shared memory (shared_mem=0)")
+            order = self.fixed_order or ORDERS[self.launches % len(ORDERS)]
+            seed = self.launches
+            self.launches += 1
+            self.schedules.append((order, seed))
+            values = [np.uint64(a.pointer) if isinstance(a, CpuArray) else a for a in args]
+            cells = [ctypes.create_string_buffer(v.tobytes(), max(8, v.nbytes)) for v in values]
+            pointers = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+            status = _Status()
+            code = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), pointers,
+                            ORDERS.index(order), ctypes.c_ulonglong(seed),
+                            int(self.timeout_s * 1000), ctypes.byref(status))
+            if code != 0:
+                raise OSError("the cpu backend could not start a launch (fork or mmap failed)")
+            if status.outcome != 0:
+                raise KernelFault(_explain(status, kernel_name, params, args, path, self.timeout_s))
+        return launch
+
+    def dtype_of(self, array) -> str:
+        return str(array.dtype)
+
+    def is_device_array(self, value) -> bool:
+        return isinstance(value, CpuArray)
+
+    # -- arrays
+    def to_device(self, host, dtype="fp32"):
+        if dtype == "bf16":
+            raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
+        host = np.ascontiguousarray(host, dtype=STORAGE[dtype])
+        allocation = _Allocation(host.nbytes)
+        array = CpuArray(allocation.start, host.shape, host.dtype, allocation)
+        array.numpy()[...] = host
+        return array
+
+    def to_host(self, array):
+        host = array.numpy().copy()
+        return host.astype(np.float32) if host.dtype == np.float16 else host
+
+    def view(self, array, offset, shape):
+        count = int(np.prod(shape))
+        if offset < 0 or offset + count > array.size:
+            raise ValueError(f"a view of {shape} at element {offset} does not fit in "
+                             f"an array of {array.size} elements")
+        return CpuArray(array.pointer + offset * array.dtype.itemsize, tuple(shape),
+                        array.dtype, array.allocation)
+
+    def copy(self, dst, src):
+        dst.numpy()[...] = src.numpy()
+
+    # -- time: the wall clock, since nothing runs anywhere else
+    def synchronize(self):
+        pass
+
+    def event(self):
+        return _WallClockEvent()
+
+    def elapsed_ms(self, start, stop):
+        return (stop.t - start.t) * 1e3
+
+
+class _WallClockEvent:
+    t = 0.0
+
+    def record(self):
+        import time
+        self.t = time.perf_counter()
+
+
+_SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+            11: "SIGSEGV"}
+
+
+def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_s: float) -> str:
+    """What went wrong in a launch, in the words of the kernel's own file and names."""
+    who = (f"thread ({', '.join(map(str, status.thread))}) of block "
+           f"({', '.join(map(str, status.block))})")
+    if status.outcome == 2:
+        return (f"hang: {kernel} did not finish within {timeout_s:g} s and was stopped. A loop "
+                "whose condition never changes, or a barrier some threads never reach, "
+                "keeps a GPU busy forever too.")
+    if status.outcome == 3:
+        return f"{kernel}: the launch failed to start (out of memory for the thread stacks?)"
+    signal = _SIGNALS.get(status.signal, f"signal {status.signal}")
+    where = _source_line(library, status.pc - status.library_base) if status.pc else None
+    at = f" at {where}" if where else ""
+    address = status.fault_address
+    if status.signal in (7, 11):
+        access = {1: "write", 0: "read"}.get(status.is_write, "access")
+        for param, value in zip(params, args):
+            if isinstance(value, CpuArray) and (side := value.allocation.guard(address)):
+                element = (address - value.pointer) // value.dtype.itemsize
+                return (f"illegal memory access: {access} {side} of {param.name} (element "
+                        f"{element} of an array of {value.size}){at}, by {who} of {kernel}")
+        return (f"illegal memory access: {access} of address 0x{address:x}, outside every array "
+                f"passed to {kernel}{at}, by {who}")
+    return f"{kernel} stopped with {signal}{at}, in {who}"
+
+
+def _source_line(library: Path, offset: int) -> str | None:
+    """'labs/02-tiled/tiled.cu:44' for an instruction of the library (addr2line, if present)."""
+    tool = shutil.which("addr2line")
+    if tool is None or offset <= 0:
+        return None
+    out = subprocess.run([tool, "-e", str(library), f"0x{offset:x}"], capture_output=True, text=True)
+    line = out.stdout.strip().split(" (discriminator")[0].removeprefix("./")
+    return None if not line or line.startswith("??") else line
+

@@ -1,0 +1,190 @@
+// cpu_launch.h: running a grid of fibers, in a child process that may crash or hang.
+//
+// The cpu backend's generated wrapper includes this after the kernel file and calls
+// kc::launch_isolated() from each entry point's launcher. The launch runs in a child
+// process (fork), because a student's kernel may read past an array (the backend puts a
+// guard page after every array, so that read faults) or loop forever: the child's death or
+// its time limit becomes a status the backend reads, and the Python process lives on.
+// Arrays live in shared mappings, so what the child writes the parent sees.
+#pragma once
+
+#include <csignal>
+#include <ctime>
+#include <dlfcn.h>
+#include <initializer_list>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace kc {
+
+enum Order { FORWARD = 0, REVERSED = 1, SHUFFLED = 2 };
+enum Outcome { FINISHED = 0, SIGNALLED = 1, TIMED_OUT = 2, FAILED = 3 };
+
+// What the parent learns about a launch (the backend reads it through ctypes).
+struct Status {
+    int outcome;              // Outcome
+    int signal;               // the signal that stopped the child
+    int is_write;             // 1 when the faulting access was a write (x86-64 Linux), -1 unknown
+    int reserved;
+    uint64_t fault_address;   // the address it touched
+    uint64_t pc;              // the instruction that touched it
+    uint64_t library_base;    // where this library was loaded (pc - base: its offset)
+    uint3 block, thread;      // who was running
+    char message[256];
+};
+
+constexpr size_t STACK_BYTES = 64 * 1024;   // per fiber; a guard page below each
+static Status* status;                      // shared with the parent
+
+static uint64_t next_random(uint64_t& state) {   // xorshift64: a reproducible shuffle
+    state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+    return state;
+}
+
+static void prepare_fiber(Fiber& fiber, char* stack_top) {
+    // The initial stack, as kc_switch expects to pop it: mxcsr and x87 control words, six
+    // callee-saved registers, then the "return address" fiber_main (entered as if called,
+    // with the stack 8 bytes below a multiple of 16).
+    uint64_t* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t(15));
+    *--sp = 0;                                           // fiber_main never returns
+    *--sp = reinterpret_cast<uint64_t>(&fiber_main);
+    for (int reg = 0; reg < 6; ++reg) *--sp = 0;
+    uint32_t mxcsr;
+    uint16_t fpu;
+    __asm__ volatile("stmxcsr %0\n fnstcw %1" : "=m"(mxcsr), "=m"(fpu));
+    *--sp = uint64_t(mxcsr) | (uint64_t(fpu) << 32);
+    fiber.sp = sp;
+}
+
+static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, int mode,
+                      uint64_t& random) {
+    for (unsigned t = 0; t < count; ++t) {
+        fibers[t].state = READY;
+        fibers[t].thread = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
+        prepare_fiber(fibers[t], stacks + (t + 1) * STACK_BYTES);
+    }
+    for (;;) {
+        // One turn each, in this launch's order: every fiber runs until it reaches a
+        // barrier or its end. A new shuffle for every stretch between barriers.
+        for (unsigned i = 0; i < count; ++i) order[i] = mode == REVERSED ? int(count - 1 - i) : int(i);
+        if (mode == SHUFFLED)
+            for (unsigned i = count - 1; i > 0; --i) {
+                unsigned j = unsigned(next_random(random) % (i + 1));
+                int swap = order[i]; order[i] = order[j]; order[j] = swap;
+            }
+        bool waiting = false;
+        for (unsigned i = 0; i < count; ++i) {
+            Fiber& fiber = fibers[order[i]];
+            if (fiber.state != READY) continue;
+            launch.current = &fiber;
+            threadIdx = fiber.thread;
+            kc_switch(&launch.scheduler_sp, fiber.sp);
+            waiting |= fiber.state == AT_BARRIER;
+        }
+        launch.current = nullptr;
+        if (!waiting) return;
+        // Everyone still running has arrived: the barrier opens (threads that have finished
+        // count as arrived, as on the GPU).
+        for (unsigned t = 0; t < count; ++t)
+            if (fibers[t].state == AT_BARRIER) fibers[t].state = READY;
+    }
+}
+
+static void on_fault(int signal, siginfo_t* info, void* context) {
+    status->outcome = SIGNALLED;
+    status->signal = signal;
+    status->fault_address = reinterpret_cast<uint64_t>(info->si_addr);
+    status->is_write = -1;
+#if defined(__linux__) && defined(__x86_64__)
+    const ucontext_t* uc = static_cast<const ucontext_t*>(context);
+    status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
+    status->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;   // page-fault error code
+#else
+    (void)context;
+#endif
+    status->block = blockIdx;
+    status->thread = launch.current ? launch.current->thread : uint3{0, 0, 0};
+    _exit(128 + signal);
+}
+
+static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int mode,
+                     uint64_t seed) {
+    // An alternate stack for the fault handler: a fiber that overflows its own stack can
+    // still be reported.
+    static char handler_stack[64 * 1024];
+    stack_t alternate = {};
+    alternate.ss_sp = handler_stack;
+    alternate.ss_size = sizeof handler_stack;
+    sigaltstack(&alternate, nullptr);
+    struct sigaction action = {};
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) sigaction(sig, &action, nullptr);
+
+    const unsigned count = block.x * block.y * block.z;
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    char* stacks = static_cast<char*>(mmap(nullptr, (count + 1) * STACK_BYTES, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (stacks == MAP_FAILED) { status->outcome = FAILED; _exit(3); }
+    for (unsigned t = 0; t < count; ++t) mprotect(stacks + t * STACK_BYTES, page, PROT_NONE);
+    Fiber* fibers = static_cast<Fiber*>(mmap(nullptr, count * (sizeof(Fiber) + sizeof(int)),
+                                             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    int* order = reinterpret_cast<int*>(fibers + count);
+
+    launch.body = body;
+    launch.args = args;
+    gridDim = grid;
+    blockDim = block;
+    uint64_t random = seed * 0x9E3779B97F4A7C15ull + 1;
+    // Blocks one after another, x fastest (the order does not matter to a correct kernel).
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                blockIdx = {x, y, z};
+                run_block(fibers, stacks, count, order, mode, random);
+            }
+}
+
+// Run the grid in a child process; wait at most timeout_ms; fill *result.
+static int launch_isolated(const unsigned grid[3], const unsigned block[3], void (*body)(void*),
+                           void* args, int mode, uint64_t seed, int timeout_ms, Status* result) {
+    status = static_cast<Status*>(mmap(nullptr, sizeof(Status), PROT_READ | PROT_WRITE,
+                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (status == MAP_FAILED) return -1;
+    memset(status, 0, sizeof(Status));
+    Dl_info self;
+    if (dladdr(reinterpret_cast<void*>(&run_grid), &self))
+        status->library_base = reinterpret_cast<uint64_t>(self.dli_fbase);
+    pid_t child = fork();
+    if (child < 0) { munmap(status, sizeof(Status)); return -1; }
+    if (child == 0) {
+        run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, body, args, mode, seed);
+        _exit(0);
+    }
+    timespec start, now, nap = {0, 200000};          // poll every 0.2 ms
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int code = 0;
+    for (;;) {
+        pid_t done = waitpid(child, &code, WNOHANG);
+        if (done == child) break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (elapsed_ms > timeout_ms) {
+            kill(child, SIGKILL);
+            waitpid(child, &code, 0);
+            status->outcome = TIMED_OUT;
+            break;
+        }
+        nanosleep(&nap, nullptr);
+    }
+    if (status->outcome == FINISHED && !(WIFEXITED(code) && WEXITSTATUS(code) == 0)) {
+        status->outcome = WIFSIGNALED(code) ? SIGNALLED : FAILED;
+        status->signal = WIFSIGNALED(code) ? WTERMSIG(code) : WEXITSTATUS(code);
+    }
+    *result = *status;
+    munmap(status, sizeof(Status));
+    return 0;
+}
+
+}  // namespace kc

@@ -1,0 +1,132 @@
+// cpu_runtime.h: the CUDA/HIP surface a course kernel uses, emulated on the CPU.
+//
+// portable.h includes this instead of the GPU headers when the `cpu` backend compiles a
+// .cu file with the system C++ compiler (-DKC_CPU). The kernel source is not changed:
+//   * each GPU thread of a block is a fiber (a coroutine with its own stack); the fibers of
+//     a block take turns on one CPU thread, and __syncthreads() suspends a fiber until every
+//     fiber of its block has arrived, so a barrier is a real barrier;
+//   * between two barriers a fiber runs without interruption, and the order in which the
+//     fibers take their turns changes from launch to launch (forward, reversed, shuffled),
+//     so a missing barrier makes results move between identical launches, as on a GPU;
+//   * __shared__ variables are static: one copy for the block that is running (blocks run
+//     one after another), left as the previous block left it, as on a GPU.
+// Constructs it cannot emulate faithfully (warp shuffles and votes, tensor-core intrinsics,
+// inline PTX or GCN assembly) are refused before compiling, by the backend, with their name.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+// -- qualifiers and attributes: accepted, and mean nothing on the CPU
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static
+
+// -- vector and 16-bit types
+struct uint3 { unsigned x, y, z; };
+struct dim3 { unsigned x, y, z; };
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(8))) int2 { int x, y; };
+struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return {x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+
+// IEEE binary16, rounded after every operation as the GPU's __half arithmetic is.
+typedef _Float16 __half;
+static inline __half __float2half(float v) { return (__half)v; }
+static inline float __half2float(__half v) { return (float)v; }
+static inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
+static inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+static inline __half __hfma(__half a, __half b, __half c) { return (__half)std::fma((float)a, (float)b, (float)c); }
+
+// -- the few device math functions with CUDA-only names
+static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }
+template <typename T> static inline T min(T a, T b) { return b < a ? b : a; }
+template <typename T> static inline T max(T a, T b) { return a < b ? b : a; }
+
+// -- atomics: the fibers of a block share one CPU thread, so a read-modify-write that no
+// barrier interrupts is atomic among them.
+template <typename T> static inline T atomicAdd(T* address, T value) { T old = *address; *address = old + value; return old; }
+template <typename T> static inline T atomicExch(T* address, T value) { T old = *address; *address = value; return old; }
+template <typename T> static inline T atomicMax(T* address, T value) { T old = *address; if (old < value) *address = value; return old; }
+template <typename T> static inline T atomicMin(T* address, T value) { T old = *address; if (value < old) *address = value; return old; }
+template <typename T> static inline T atomicCAS(T* address, T compare, T value) { T old = *address; if (old == compare) *address = value; return old; }
+
+// -- the thread model
+namespace kc {
+
+enum FiberState { READY, AT_BARRIER, DONE };
+
+struct Fiber {
+    void* sp;                 // saved stack pointer while suspended
+    FiberState state;
+    uint3 thread;             // its threadIdx
+};
+
+// What the launch runs and where it stands; one launch at a time per process.
+struct Launch {
+    void (*body)(void* args);
+    void* args;
+    Fiber* current;           // the fiber running now (null: the scheduler)
+    void* scheduler_sp;
+};
+static Launch launch;
+
+}  // namespace kc
+
+static uint3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+
+extern "C" void kc_switch(void** save_sp, void* load_sp);
+
+// Save the callee-saved registers on the current stack, store the stack pointer in
+// *save_sp, load load_sp, and restore the registers saved there: a coroutine switch in a
+// few instructions (ucontext's swapcontext also saves the signal mask, a system call).
+#if defined(__x86_64__)
+#if defined(__APPLE__)
+#define KC_SYMBOL "_kc_switch"
+#define KC_FUNCTION_TYPE ""
+#else
+#define KC_SYMBOL "kc_switch"
+#define KC_FUNCTION_TYPE ".type kc_switch, @function\n"
+#endif
+__asm__(".text\n.globl " KC_SYMBOL "\n" KC_FUNCTION_TYPE KC_SYMBOL ":\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
+#else
+#error "the cpu backend switches fibers with x86-64 instructions; this machine is not x86-64 (use the Triton interpreter here)"
+#endif
+
+namespace kc {
+
+static void fiber_main() {
+    launch.body(launch.args);
+    launch.current->state = DONE;
+    kc_switch(&launch.current->sp, launch.scheduler_sp);
+    __builtin_trap();                     // a finished fiber is never resumed
+}
+
+static inline void barrier() {
+    launch.current->state = AT_BARRIER;
+    kc_switch(&launch.current->sp, launch.scheduler_sp);
+}
+
+}  // namespace kc
+
+static inline void __syncthreads() { kc::barrier(); }

@@ -1,0 +1,147 @@
+"""The cpu backend: the course's .cu files, unchanged, run on the CPU with the GPU's thread
+model, and checked by the same verify() as on a GPU (what a student without a GPU gets)."""
+import time
+
+import numpy as np
+import pytest
+
+from kernelcourse.args import ArgumentError
+from kernelcourse.backends import get_backend
+from kernelcourse.backends.compile_only import CompileError
+from kernelcourse.backends.cpu import CpuBackend, KernelFault
+from kernelcourse.gemm import CPU_SUITE
+from kernelcourse.rungs import RUNGS
+from kernelcourse.verify import verify
+from tests_paths import KERNELS
+from tiled_bugs import tiled
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return CpuBackend(timeout_s=20)
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
+def test_each_rung_of_the_ladder_passes_the_whole_cpu_suite(cpu, rung):
+    report = verify(rung.c_impl(cpu), CPU_SUITE, repeats=3)
+    assert report.passed and report.cause == "ok", str(report)
+
+
+@pytest.mark.parametrize("bug, cause", [(1, "zero_fill"), (2, "store_guard"), (3, "race"), (4, "race")])
+def test_each_broken_tiled_kernel_gets_the_cause_it_gets_on_the_h200(cpu, bug, cause):
+    report = verify(tiled(cpu, bug), CPU_SUITE, repeats=3)
+    assert not report.passed and report.cause == cause, str(report)
+
+
+def test_a_grid_rounded_down_is_caught(cpu):
+    assert verify(tiled(cpu, round_grid_down=True), CPU_SUITE).cause == "grid"
+
+
+def test_an_fp16_accumulator_is_caught_as_precision(cpu):
+    report = verify(tiled(cpu, entry="hgemm_tiled_half_acc", dtype="fp16"), CPU_SUITE)
+    assert report.cause == "precision", str(report)
+
+
+def test_a_read_past_the_end_of_an_input_is_caught_and_named_with_its_line(cpu):
+    """BUG=5 loads before it checks: every result is right, but edge threads read past A or B."""
+    report = verify(tiled(cpu, bug=5), CPU_SUITE)
+    assert report.cause == "crash"
+    crash = next(r.crash for r in report.results if r.crash)
+    assert "illegal memory access: read past the end of" in crash
+    assert any(f"of {name} (element" in crash for name in ("A", "B"))
+    line = next(n for n, text in enumerate((KERNELS / "tiled_bugs.cu").read_text().splitlines(), 1)
+                if "const T a = A[row * K + a_col]" in text)
+    assert f"tests/kernels/tiled_bugs.cu:{line}" in crash
+    assert "by thread (" in crash and "of block (" in crash
+
+
+def test_the_same_kernel_with_its_guards_reads_nothing_it_should_not(cpu):
+    assert verify(tiled(cpu, bug=0), CPU_SUITE, repeats=1).passed
+
+
+def test_an_access_one_element_past_the_end_faults(cpu):
+    """The array ends where its guard page starts (for sizes that are a multiple of 16 B)."""
+    kernel = cpu.compile(KERNELS / "scale.cu", "scale", {"BLOCK": 64})
+    x, y = cpu.to_device(np.ones(64, np.float32)), cpu.to_device(np.zeros(65, np.float32))
+    kernel((1,), (64,), (y, 64, np.float32(2), x))            # n = 64: reads x[0..63]
+    assert np.array_equal(cpu.to_host(y)[:64], np.full(64, 2, np.float32))
+    with pytest.raises(KernelFault, match=r"read past the end of x \(element 64 of an array of 64\)"):
+        kernel((2,), (64,), (y, 65, np.float32(2), x))        # n = 65: one element too many
+
+
+def test_a_kernel_that_never_finishes_is_stopped_and_reported_as_a_hang():
+    backend = CpuBackend(timeout_s=1)
+    kernel = backend.compile(KERNELS / "spin.cu", "spin")
+    flag = backend.to_device(np.zeros(1, np.int32).view(np.float32))
+    flag = type(flag)(flag.pointer, flag.shape, np.dtype(np.int32), flag.allocation)
+    out = backend.to_device(np.zeros(32, np.float32))
+    start = time.perf_counter()
+    with pytest.raises(KernelFault, match="hang: spin did not finish within 1 s"):
+        kernel((1,), (32,), (flag, out))
+    assert time.perf_counter() - start < 10
+    kernel_after = backend.compile(KERNELS / "scale.cu", "scale", {"BLOCK": 32})
+    x = backend.to_device(np.arange(32, dtype=np.float32))
+    kernel_after((1,), (32,), (out, 32, np.float32(1), x))     # the caller lives on
+    assert np.array_equal(backend.to_host(out), np.arange(32, dtype=np.float32))
+
+
+def test_the_order_of_the_threads_changes_from_launch_to_launch():
+    backend = CpuBackend()
+    impl = tiled(backend)
+    verify(impl, CPU_SUITE, repeats=3, verbose=False)
+    orders = [order for order, _ in backend.schedules]
+    assert orders[:3] == ["forward", "reversed", "shuffled"]
+    seeds = [seed for order, seed in backend.schedules if order == "shuffled"]
+    assert len(set(seeds)) == len(seeds) > 1                 # a new, recorded shuffle each time
+
+
+@pytest.mark.parametrize("construct, named", [
+    ("v = __shfl_down_sync(0xffffffff, v, 1);", "warp shuffles"),
+    ('asm volatile("bar.sync 0;");', "inline assembly"),
+    ("if (__ballot_sync(0xffffffff, v > 0)) v = 0;", "warp votes"),
+])
+def test_what_it_cannot_emulate_is_refused_by_name_and_line(cpu, tmp_path, construct, named):
+    student = tmp_path / "student.cu"
+    student.write_text('#include "portable.h"\n'
+                       '// __shfl_sync in a comment is not code\n'
+                       'extern "C" __global__ void k(float* y) {\n'
+                       '    float v = y[threadIdx.x];\n'
+                       f'    {construct}\n'
+                       '    y[threadIdx.x] = v;\n'
+                       '}\n')
+    with pytest.raises(CompileError, match=rf"student\.cu:5: the cpu backend does not emulate {named}"):
+        cpu.compile(student, "k")
+
+
+def test_a_compile_error_names_the_students_file_and_line(cpu, tmp_path):
+    student = tmp_path / "student.cu"
+    student.write_text('#include "portable.h"\nextern "C" __global__ void k(float* c) {\n'
+                       '  c[0] = oops;\n}\n')
+    with pytest.raises(CompileError, match=r"student\.cu:3:\d+: error: .oops. was not declared"):
+        cpu.compile(student, "k")
+
+
+def test_arguments_are_checked_before_launch(cpu):
+    kernel = cpu.compile(KERNELS / "tiled_bugs.cu", "sgemm_tiled_bugs", {"TILE": 8})
+    A = cpu.to_device(np.ones((4, 4), np.float32))
+    with pytest.raises(ArgumentError, match="takes 6 arguments, 5 given"):
+        kernel((1, 1), (8, 8), (A, A, A, 4, 4))
+
+
+def test_arrays_round_trip_and_views_share_memory(cpu):
+    host = np.arange(20, dtype=np.float32).reshape(4, 5)
+    array = cpu.to_device(host, "fp16")
+    assert array.pointer % 16 == 0
+    assert np.array_equal(cpu.to_host(array), host)            # fp16 holds these exactly
+    view = cpu.view(cpu.to_device(np.zeros(10, np.float32)), 3, (2, 2))
+    view.numpy()[...] = 7
+    assert np.array_equal(cpu.to_host(view), np.full((2, 2), 7, np.float32))
+
+
+def test_auto_runs_c_kernels_on_the_gpu_here_or_else_on_the_cpu_labelled_as_emulation():
+    from kernelcourse.device import detect
+    backend = get_backend("auto")
+    assert backend.name == {"nvidia": "cuda", "amd": "hip", "cpu": "cpu"}[detect().vendor]
+    assert backend.on_gpu == detect().is_gpu
+    if not backend.on_gpu:
+        assert backend.label == "CPU emulation (not GPU performance)"
