@@ -87,14 +87,16 @@ print("verify says:", report.cause)
 
 
 def test_a_read_past_an_input_is_invisible_to_verify_and_caught_by_compute_sanitizer(nvidia):
-    """BUG=5 reads past A and B with right results: on a GPU the read lands in memory the
-    allocation rounds up to, so only compute-sanitizer's memcheck sees it (the cpu backend
-    names it without help: tests/test_cpu_backend.py)."""
+    """BUG=5 reads past A and B with right results. On a GPU the stray reads land in memory
+    that is allocated (the next array, or what the allocator rounds up to), so neither
+    verify() nor plain memcheck sees them; memcheck with padding after every allocation
+    does (the cpu backend names them without help: tests/test_cpu_backend.py)."""
     sanitizer = shutil.which("compute-sanitizer")
     assert sanitizer, "compute-sanitizer is part of the CUDA toolkit the GPU tests run with"
     plain = subprocess.run([sys.executable, "-c", READS_PAST_A], capture_output=True, text=True)
     assert "verify says: ok" in plain.stdout, plain.stdout + plain.stderr
-    checked = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "7",
+    checked = subprocess.run([sanitizer, "--tool", "memcheck", "--padding", "65536",
+                              "--error-exitcode", "7",
                               sys.executable, "-c", READS_PAST_A], capture_output=True, text=True)
     assert checked.returncode == 7, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert "Invalid __global__ read" in checked.stdout
