@@ -108,7 +108,8 @@ def table(timings: list[Timing]) -> str:
     for t in timings:
         pct = f"{100 * t.of_library:8.1f}%" if t.of_library is not None else f"{'-':>9}"
         rows.append(f"{t.name:28} {f'{t.M}x{t.N}x{t.K}':>16} {t.ms:9.3f} {t.tflops:8.2f} {pct}")
-    rows.append(f"(median of repeats; timed by {timings[0].label})" if timings else "")
+    labels = " / ".join(dict.fromkeys(t.label for t in timings))
+    rows.append(f"(median of repeats; timed by {labels})" if timings else "")
     return "\n".join(rows)
 
 

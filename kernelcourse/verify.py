@@ -104,7 +104,7 @@ class Report:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
+        verdict = "PASS" if self.passed else f"FAIL ({self.cause})"
         return (f"{verdict}: {self.impl} ({self.dtype}, {len(self.results)} shapes, "
                 f"tolerance {TOLERANCE[self.dtype]:.0e})\n{self.table()}\n{self.diagnosis}")
 

@@ -7,6 +7,7 @@ backends (cuda, hip) also compile a .cu file into a launchable Kernel.
 """
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -123,6 +124,56 @@ class CBackend(Backend):
         module, resources = self._build(src, defines, tuple(options))
         return Kernel(kernel_name, params, resources.get(kernel_name),
                       self._launcher(module, kernel_name), self)
+
+
+def host_array(host, dtype: str) -> np.ndarray:
+    """`host` as a contiguous NumPy array in the storage type of course precision `dtype`."""
+    if dtype == "bf16":
+        raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
+    return np.ascontiguousarray(host, dtype=STORAGE[dtype])
+
+
+def widened(host: np.ndarray) -> np.ndarray:
+    """16-bit floats come back to the harness as float32 (exactly); the rest as they are."""
+    return host.astype(np.float32) if host.dtype == np.float16 else host
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """A device array known by its address: where it starts, its shape and element type, and
+    the allocation it lives in. A view is another DeviceArray over the same allocation, which
+    it holds on to, so that the memory outlives every view of it."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    allocation: object
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+class AddressBackend(CBackend):
+    """A C backend whose arrays are DeviceArrays (hip, cpu): their views and type checks."""
+
+    def dtype_of(self, array) -> str:
+        return str(array.dtype)
+
+    def is_device_array(self, value) -> bool:
+        return isinstance(value, DeviceArray)
+
+    def view(self, array, offset, shape):
+        count = int(np.prod(shape))
+        if offset < 0 or offset + count > array.size:
+            raise ValueError(f"a view of {shape} at element {offset} does not fit in "
+                             f"an array of {array.size} elements")
+        return dataclasses.replace(array, pointer=array.pointer + offset * array.dtype.itemsize,
+                                   shape=tuple(shape))
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:

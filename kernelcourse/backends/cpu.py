@@ -22,19 +22,19 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import platform
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .. import cache
-from ..device import detect
+from ..device import Device
 from ..source import KERNEL_INCLUDE_DIR, KernelSource, define_options
-from .base import STORAGE, CBackend
+from .base import AddressBackend, DeviceArray, host_array, widened
 from .compile_only import CompileError, CompilerNotFound
 
 RUNTIME_HEADERS = ("cpu_runtime.h", "cpu_launch.h")
@@ -175,18 +175,8 @@ class _Allocation:
         return None
 
 
-@dataclass(frozen=True)
-class CpuArray:
-    """A device array of the cpu backend: its address, shape and dtype, and its mapping."""
-
-    pointer: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    allocation: _Allocation
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
+class CpuArray(DeviceArray):
+    """A device array of the cpu backend, in a shared mapping with guard pages."""
 
     def numpy(self) -> np.ndarray:
         """The array itself, in place (no copy)."""
@@ -194,12 +184,13 @@ class CpuArray:
         return np.frombuffer(self.allocation.map, self.dtype, self.size, offset).reshape(self.shape)
 
 
-class CpuBackend(CBackend):
+class CpuBackend(AddressBackend):
     name = "cpu"
     label = "CPU emulation (not GPU performance)"
 
     def __init__(self, timeout_s: float = 60.0, order: str | None = None):
-        self.device = detect()
+        # Always the CPU, also on a machine with a GPU: these timings are never a GPU's.
+        self.device = Device("cpu", f"CPU ({platform.machine()})")
         self.timeout_s = timeout_s
         self.fixed_order = order            # None: a new order every launch
         self.launches = 0
@@ -238,33 +229,16 @@ class CpuBackend(CBackend):
                 raise KernelFault(_explain(status, kernel_name, params, args, path, self.timeout_s))
         return launch
 
-    def dtype_of(self, array) -> str:
-        return str(array.dtype)
-
-    def is_device_array(self, value) -> bool:
-        return isinstance(value, CpuArray)
-
     # -- arrays
     def to_device(self, host, dtype="fp32"):
-        if dtype == "bf16":
-            raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
-        host = np.ascontiguousarray(host, dtype=STORAGE[dtype])
+        host = host_array(host, dtype)
         allocation = _Allocation(host.nbytes)
         array = CpuArray(allocation.start, host.shape, host.dtype, allocation)
         array.numpy()[...] = host
         return array
 
     def to_host(self, array):
-        host = array.numpy().copy()
-        return host.astype(np.float32) if host.dtype == np.float16 else host
-
-    def view(self, array, offset, shape):
-        count = int(np.prod(shape))
-        if offset < 0 or offset + count > array.size:
-            raise ValueError(f"a view of {shape} at element {offset} does not fit in "
-                             f"an array of {array.size} elements")
-        return CpuArray(array.pointer + offset * array.dtype.itemsize, tuple(shape),
-                        array.dtype, array.allocation)
+        return widened(array.numpy().copy())
 
     def copy(self, dst, src):
         dst.numpy()[...] = src.numpy()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import STORAGE, CBackend, require_gpu
+from .base import CBackend, host_array, require_gpu, widened
 from .compile_only import nvrtc_compile
 
 
@@ -45,13 +45,10 @@ class CudaBackend(CBackend):
 
     # -- arrays
     def to_device(self, host, dtype="fp32"):
-        if dtype == "bf16":
-            raise ValueError("CuPy has no bfloat16 arrays: use the triton backend for bf16")
-        return self.cupy.asarray(np.ascontiguousarray(host, dtype=STORAGE[dtype]))
+        return self.cupy.asarray(host_array(host, dtype))
 
     def to_host(self, array):
-        host = self.cupy.asnumpy(array)
-        return host.astype(np.float32) if host.dtype == np.float16 else host
+        return widened(self.cupy.asnumpy(array))
 
     def view(self, array, offset, shape):
         count = int(np.prod(shape))

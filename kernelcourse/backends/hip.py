@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
-from .base import STORAGE, CBackend, require_gpu
+from .base import AddressBackend, DeviceArray, host_array, require_gpu, widened
 from .compile_only import hip_compile
 from .hip_python import bindings
 from .status import checked
@@ -57,29 +56,11 @@ class _Allocation:
         weakref.finalize(self, _release, hip.hipFree, self.pointer, "hipFree")
 
 
-@dataclass(frozen=True)
-class HipArray:
-    """A device array: where it starts, its shape and element type, and the memory it lives in.
-
-    A view is another HipArray with an offset address over the same allocation, which
-    it holds on to so that the memory outlives every view of it.
-    """
-
-    pointer: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    allocation: _Allocation
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+class HipArray(DeviceArray):
+    """A hipMalloc'd device array (or a view into one)."""
 
 
-class HipBackend(CBackend):
+class HipBackend(AddressBackend):
     name = "hip"
     label = "GPU (HIP events)"
 
@@ -106,7 +87,7 @@ class HipBackend(CBackend):
                             f"hipModuleGetFunction({kernel_name})")
 
         def launch(grid, block, args, shared_mem):
-            values = [np.uint64(a.pointer) if isinstance(a, HipArray) else a for a in args]
+            values = [np.uint64(a.pointer) if isinstance(a, DeviceArray) else a for a in args]
             packed = pack_launch_buffer(values)
             arguments = (ctypes.c_char * len(packed)).from_buffer_copy(packed)
             size = ctypes.c_size_t(len(packed))
@@ -120,17 +101,9 @@ class HipBackend(CBackend):
                      f"hipModuleLaunchKernel({kernel_name})")
         return launch
 
-    def dtype_of(self, array) -> str:
-        return str(array.dtype)
-
-    def is_device_array(self, value) -> bool:
-        return isinstance(value, HipArray)
-
     # -- arrays
     def to_device(self, host, dtype="fp32"):
-        if dtype == "bf16":
-            raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
-        host = np.ascontiguousarray(host, dtype=STORAGE[dtype])
+        host = host_array(host, dtype)
         allocation = _Allocation(self.hip, host.nbytes)
         checked(self.hip.hipMemcpy(allocation.pointer, host, host.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
@@ -140,15 +113,7 @@ class HipBackend(CBackend):
         host = np.empty(array.shape, array.dtype)
         checked(self.hip.hipMemcpy(host, array.pointer, array.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
-        return host.astype(np.float32) if host.dtype == np.float16 else host
-
-    def view(self, array, offset, shape):
-        count = int(np.prod(shape))
-        if offset < 0 or offset + count > array.size:
-            raise ValueError(f"a view of {shape} at element {offset} does not fit in "
-                             f"an array of {array.size} elements")
-        return HipArray(array.pointer + offset * array.dtype.itemsize, tuple(shape),
-                        array.dtype, array.allocation)
+        return widened(host)
 
     # -- time
     def synchronize(self):

@@ -29,10 +29,24 @@
 # about 14 FLOP/byte: this kernel sits some 50x to the left of it. Making the
 # matrices bigger never helps; only reuse does, and that is what labs 02 and 03 add.
 #
-# This lab runs on any machine. With an NVIDIA or AMD GPU it checks and times the C
-# kernel and its Triton twin against the vendor library; without one it runs the
-# twin in Triton's CPU interpreter (correct results, meaningless timings) and
-# compiles the C kernel for sm_90 and gfx90a to report its resources.
+# This lab runs on any machine. With an NVIDIA or AMD GPU the C kernel runs on the
+# `cuda` or `hip` backend, and it and its Triton twin are checked and timed against
+# the vendor library. Without one the C kernel runs on the `cpu` backend and the twin
+# in Triton's CPU interpreter: both are checked, their timings mean nothing, and the
+# C kernel is also compiled for sm_90 and gfx90a to report its resources.
+#
+# The `cpu` backend builds the same `naive.cu` with the system C++ compiler and
+# emulates the GPU's thread model. Every thread of a block is a fiber and
+# `__syncthreads()` a real barrier; between barriers the threads take their turns in
+# an order that changes from launch to launch, so a missing barrier makes results
+# move between identical runs; every array is followed by a guard page, so a read or
+# write past its end is caught and named (array, element, file and line, thread and
+# block); each launch runs in a child process with a time limit, so a crash or a hang
+# comes back as a verdict instead of killing Python. It does not emulate GPU timing
+# (its times are CPU wall clock), the memory hierarchy (no caches, no HBM, no
+# coalescing) or warps (threads do not run 32 at a time in lockstep; warp shuffles,
+# votes, `__syncwarp`, wmma, inline assembly and dynamic `extern __shared__` are
+# refused at compile time, with their name and line).
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
@@ -84,10 +98,12 @@ print(rung.twin.read_text())
 #
 # `verify` runs each implementation on a suite of shapes (aligned, M/N ragged, K
 # ragged, K below a tile, 1x1x1, tall, wide, deep K) against a float64 reference,
-# with C poisoned beforehand and fenced by canaries. On a GPU both the C kernel and
-# the twin are checked; on the CPU, the twin in the interpreter, which runs one
-# program at a time in Python: here one program per element means a miniature
-# suite (same kinds of shapes, about 900 elements) keeps this to seconds.
+# with C poisoned beforehand and fenced by canaries. Both the C kernel and the twin
+# are checked everywhere. Without a GPU the C kernel runs on the `cpu` backend with
+# the CPU suite, each shape three times, each time in another thread order; the twin
+# runs in the interpreter, which runs one program at a time in Python: here one
+# program per element means a miniature suite (same kinds of shapes, about 900
+# elements) keeps this to seconds. Expect `PASS: naive (cpu)` and `PASS: naive (triton)`.
 
 # %%
 reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
@@ -112,8 +128,9 @@ ladder.resource_report(rung, opts)
 # 0.25 FLOP/byte x HBM-bandwidth bound, because the L1 and L2 caches serve repeated
 # loads of B: the bytes it *asks for* do not all come from HBM.
 #
-# On the CPU: the twin's wall-clock time in the interpreter at a toy size. It says
-# how slow the interpreter is, not how fast any GPU is.
+# Without a GPU: two rows at a toy size, `naive (cpu)` and `naive (triton)`, the
+# wall-clock times of the emulation and of the interpreter, labelled `CPU emulation
+# (not GPU performance)`. They say nothing about any GPU, and nothing is saved.
 
 # %%
 timings = ladder.benchmark(rung, opts)

@@ -33,6 +33,14 @@
 # Three things in this kernel are easy to get wrong, and each has a test that
 # catches it: the two barriers, the zero-fill of out-of-range tile slots, and the
 # guarded store.
+#
+# With an NVIDIA or AMD GPU the C kernel runs on the `cuda` or `hip` backend. Without
+# one it runs on the `cpu` backend, which emulates the GPU's thread model: each thread
+# of the block is a fiber, `__syncthreads()` is a real barrier, and the threads take
+# their turns between barriers in an order that changes from launch to launch, so all
+# three mistakes show there too. It has no GPU timing, no memory hierarchy (no caches,
+# no coalescing, no shared-memory banks) and no warps. The Triton twin runs in Triton's
+# interpreter.
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
@@ -52,12 +60,15 @@ print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}"
 # * **Coalesced tile loads.** In both loads `threadIdx.x` indexes the column, the
 #   fastest-varying index of a row-major matrix, so a warp reads consecutive floats.
 # * **Zero-fill, never a skipped write.** A slot outside A or B gets `0.0f`. If it
-#   were left alone it would still hold the previous step's value, and every thread
-#   of that row would add it in. With K ragged that corrupts every element of C.
+#   were left alone it would still hold the previous step's value. Leave both tiles'
+#   slots alone and, with K ragged, every element of C is corrupted. Leave only A's
+#   and every shape still passes on the `cpu` backend, because the zero in the B tile
+#   cancels the stale value; but a slot never written holds whatever shared memory
+#   held before, which need not be finite, and `0 · NaN` is NaN.
 # * **Barrier 1 (read-after-write):** nobody reads the tiles until every thread has
 #   written its slot. **Barrier 2 (write-after-read):** nobody overwrites them with
-#   the next step's data while someone is still reading. Without either, results are
-#   mostly right and change from run to run.
+#   the next step's data while someone is still reading. Without either, results
+#   can be wrong and change from run to run.
 # * **The guarded store.** Threads past the edge of C took part in the loads and the
 #   barriers (every thread of the block must reach a barrier) but must not store.
 #
@@ -96,12 +107,41 @@ print(rung.twin.read_text())
 # ## 3. Test
 #
 # The suite's ragged-K shapes are the ones that catch a missing zero-fill; the
-# repeated runs catch a missing barrier (on a GPU); the canaries around C catch an
-# unguarded store. On the CPU the twin runs in the interpreter.
+# repeated runs catch a missing barrier (on a GPU, and on the `cpu` backend, which
+# changes the threads' order from run to run); the canaries around C catch an
+# unguarded store. Without a GPU, expect `PASS: tiled (cpu)` and `PASS: tiled
+# (triton)`: the C kernel on the `cpu` backend, each shape three times, and the twin
+# in the interpreter, once per shape (it runs one program at a time, so it cannot race).
 
 # %%
 reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
 assert reports and all(r.passed for r in reports), "a tiled GEMM failed verification"
+
+# %% [markdown]
+# ### Try it without a GPU
+#
+# Break the kernel on purpose and let the report name what you broke. You edit
+# `labs/02-tiled/tiled.cu` itself; `git checkout labs/02-tiled/tiled.cu` restores it.
+#
+# 1. **Skip the zero-fill.** Replace the two tile loads by skipped writes:
+#
+#    ```c
+#    if (row < M && a_col < K) As[ty][tx] = A[(size_t)row * K + a_col];
+#    if (b_row < K && col < N) Bs[ty][tx] = B[(size_t)b_row * N + col];
+#    ```
+#
+#    and rerun the cell above (or `make run-lab LAB=02`). The report starts
+#    `FAIL (zero_fill): tiled (cpu)`, marks FAIL the shapes whose K is ragged and
+#    larger than a tile, and its diagnosis begins `Wrong only when K is not a multiple
+#    of the tile`. The twin still passes, and the cell stops at
+#    `AssertionError: a tiled GEMM failed verification`. Change only the A line and
+#    every shape passes on the `cpu` backend (the zero in the B tile cancels it).
+# 2. **Remove barrier 1.** Restore the file, comment out the `__syncthreads()` after
+#    the tile loads and rerun. Nearly every shape fails, marked `[moved]`; the report
+#    starts `FAIL (race)` and says `Results move between identical runs on 64x64x64,
+#    ...: a race on the shared tile.` Without barrier 2 instead, the
+#    diagnosis is the same, but 64x64x7 passes: one K step, no next tile to overwrite.
+# 3. `git checkout labs/02-tiled/tiled.cu`, and rerun the cell.
 
 # %% [markdown]
 # ## 4. Resource usage
@@ -122,7 +162,10 @@ ladder.resource_report(rung, opts, variants=({}, {"TILE": 16}))
 # intensity but four times the blocks; which wins is an occupancy question that
 # only a measurement answers.
 #
-# On the CPU: interpreter wall-clock time at a toy size, not GPU performance.
+# Without a GPU: `tiled (cpu)`, `tiled TILE=16 (cpu)` and `tiled (triton)` at a toy
+# size, wall-clock times of the emulation and of the interpreter, not GPU
+# performance. The occupancy question has no answer there: the `cpu` backend has no
+# SMs, no warps and no memory hierarchy.
 
 # %%
 timings = ladder.benchmark(rung, opts, variants=({"TILE": 16},))

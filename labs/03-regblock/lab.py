@@ -33,6 +33,14 @@
 # kernel needed 2 reads per FMA. The price is registers: 16 accumulators plus
 # operands plus addresses; if the compiler runs out, it spills to local memory
 # (which lives in HBM) and the whole idea is undone. Section 4 checks that.
+#
+# With an NVIDIA or AMD GPU the kernel runs on the `cuda` or `hip` backend. Without one
+# it runs on the `cpu` backend: the same file, 256 fibers per block, `__syncthreads()`
+# a real barrier, a new thread order at every launch and a guard page after every
+# array, so the checks of section 3 mean the same there. It has no GPU timing, no
+# memory hierarchy (no caches, no shared-memory banks) and no warps, and it does not
+# count registers; the resource report of section 4 comes from the GPU compilers. The
+# Triton twin runs in Triton's interpreter.
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
@@ -113,7 +121,9 @@ print(rung.twin.read_text())
 #
 # The float4 paths make the edges more varied than before: a shape with K or N not a
 # multiple of 4 takes the scalar path everywhere, a multiple of 4 that is not a
-# multiple of 64 takes both. The suite has both kinds.
+# multiple of 64 takes both. The suite has both kinds. The `cpu` backend's arrays are
+# 16-byte aligned, as on a GPU, so it runs both paths too. Without a GPU, expect
+# `PASS: regblock (cpu)` and `PASS: regblock (triton)`.
 
 # %%
 reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
@@ -139,7 +149,9 @@ ladder.resource_report(rung, opts, variants=({}, {"BM": 128, "BN": 128, "TM": 8,
 # percentage of the library with lab 02; the library still wins, mostly because it
 # runs deeper pipelines and larger tiles, tuned per shape.
 #
-# On the CPU: interpreter wall-clock time at a toy size, not GPU performance.
+# Without a GPU: the kernel, both variants and the twin at a toy size, wall-clock
+# times of the emulation and of the interpreter. Not GPU performance: the `cpu`
+# backend has no shared-memory banks for `A_PAD` to dodge and no warps to schedule.
 
 # %%
 timings = ladder.benchmark(rung, opts, variants=({"BK": 32}, {"A_PAD": 4}))

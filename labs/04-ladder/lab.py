@@ -40,9 +40,13 @@
 # * naive may plot *above* its memory roof: the intensity counts the bytes the kernel
 #   asks for, and the caches serve many of them without touching HBM.
 #
-# Any size works (`KC_SIZE=1000` exercises every boundary guard at once). Without a
-# GPU the lab runs the three Triton twins in the interpreter at a toy size: correct
-# results, timings that say nothing about a GPU, and nothing written to `results/`.
+# Any size works (`KC_SIZE=1000` exercises every boundary guard at once). With an
+# NVIDIA or AMD GPU the C kernels run on the `cuda` or `hip` backend. Without one they
+# run on the `cpu` backend, which emulates the GPU's thread model (each thread a fiber,
+# `__syncthreads()` a real barrier, a new thread order at every launch, a guard page
+# after every array) but has no GPU timing, no memory hierarchy and no warps; the three
+# twins run in Triton's interpreter. All at a toy size: errors checked against float64,
+# timings that say nothing about a GPU, no library, and nothing written to `results/`.
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
@@ -71,7 +75,10 @@ for rung in rungs.RUNGS:
 # For each implementation: the maximum relative error against a float64 reference on
 # one size³ problem (the same inputs for all), then the median time over many
 # launches with rotating inputs. On a GPU this includes the library; the percentage
-# column is relative to it.
+# column is relative to it. Without a GPU the rows run from `naive (cpu)` to
+# `regblock (triton)`, the percentage column is empty, and the ms, GFLOP/s and
+# `x naive` columns are wall-clock times of the emulation and of the interpreter (the
+# last line says so): read the error column only.
 
 # %%
 steps = ladder.measure(ladder.steps(opts), opts.size)
@@ -97,8 +104,10 @@ assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 # dashed beside them; the plot and a JSON with every number (and the device, date
 # and versions) go to `results/ladder-<device>-<size>.*`.
 #
-# On the CPU nothing can be measured, so this prints what the H200 datasheet roofline
-# allows each rung, and draws that under `build/` (never `results/`).
+# On the CPU no roof can be measured and no point placed (the `cpu` backend's times
+# are not GPU times), so this prints what the H200 datasheet roofline allows each
+# rung (naive and tiled limited by memory bandwidth, regblock by the fp32 FMA rate),
+# and draws that under `build/` (never `results/`).
 
 # %%
 if backend.on_gpu:
