@@ -12,7 +12,10 @@ What the emulation gives a student without a GPU, and how:
     results move between identical launches and verify() names it `race`;
   * out-of-bounds accesses are caught and named: every array sits just before a guard page
     (an access past its end faults), and the fault's address, instruction and thread come
-    back with the array's name and the kernel's file and line;
+    back with the array's name and the kernel's file and line. An array starts on 16 bytes,
+    as float4 loads need, so when its size is not a multiple of 16 bytes an overrun of less
+    than that lands in the slack before the guard page and goes unseen; an access before
+    the start is caught only once it passes the slack of its first page;
   * a crash or a hang never takes the caller down: each launch runs in a child process with
     a time limit, and its death becomes an exception that verify() reports as a verdict.
 Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
@@ -188,11 +191,10 @@ class CpuBackend(AddressBackend):
     name = "cpu"
     label = "CPU emulation (not GPU performance)"
 
-    def __init__(self, timeout_s: float = 60.0, order: str | None = None):
+    def __init__(self, timeout_s: float = 60.0):
         # Always the CPU, also on a machine with a GPU: these timings are never a GPU's.
         self.device = Device("cpu", f"CPU ({platform.machine()})")
         self.timeout_s = timeout_s
-        self.fixed_order = order            # None: a new order every launch
         self.launches = 0
         self.schedules: list[tuple[str, int]] = []   # (order, seed) of every launch, in turn
         self._libraries = {}
@@ -212,7 +214,7 @@ class CpuBackend(AddressBackend):
         def launch(grid, block, args, shared_mem):
             if shared_mem:
                 raise ValueError("the cpu backend has no dynamic shared memory (shared_mem=0)")
-            order = self.fixed_order or ORDERS[self.launches % len(ORDERS)]
+            order = ORDERS[self.launches % len(ORDERS)]     # forward, reversed, shuffled, ...
             seed = self.launches
             self.launches += 1
             self.schedules.append((order, seed))
