@@ -32,7 +32,7 @@ def _skip_or_fail(exc: CompilerNotFound):
     for compiler in exc.compiler.split(" and "):     # 'hiprtc and hipcc': both are missing
         _missing.setdefault(compiler, exc.fix)
     _skipped[0] += 1
-    pytest.skip(f"{exc.compiler} is not installed: {exc}")
+    pytest.skip(f"not installed here: {exc.compiler}: {exc}")
 
 
 @pytest.hookimpl(wrapper=True)

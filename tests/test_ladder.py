@@ -81,11 +81,8 @@ def test_regblock_leaves_room_for_four_blocks_per_sm():
 @pytest.mark.parametrize("name,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_gfx90a_without_spills(name, defines):
     rung = RUNG[name]
-    try:
-        build = hip_compile(rung.source, "gfx90a", rung.config(**defines))
-    except CompilerNotFound as exc:
-        pytest.skip(f"no AMD compiler here: {exc}")
-    usage = build.resources[rung.kernel]
+    build = hip_compile(rung.source, "gfx90a", rung.config(**defines))   # a missing compiler:
+    usage = build.resources[rung.kernel]                                 # conftest.py's rule
     assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
     assert usage.shared_bytes == rung.shared_bytes(**defines), usage
 
