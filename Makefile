@@ -3,6 +3,7 @@
 #                                 CUDA_MAJOR=, ROCM_VERSION=, TORCH_INDEX=<url>|pypi override)
 #   make lab                      run the ladder lab with the backend this machine supports
 #   make run-lab LAB=03 BACKEND=cuda SIZE=4096
+#   make check EX=03              check your answers to an exercise (SOLUTION=1: the solution twin)
 #   make test                     the CPU suite and the notebooks (what CI runs)
 #   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
@@ -20,7 +21,7 @@ PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
 HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-.PHONY: setup lab run-lab doctor test test-gpu hip-python-versions notebooks sync-notebooks clean
+.PHONY: setup lab run-lab check doctor test test-gpu hip-python-versions notebooks sync-notebooks clean
 
 setup: $(STAMP)
 
@@ -34,13 +35,16 @@ lab: run-lab
 run-lab: $(SETUP)
 	$(PYTHON) -m kernelcourse run-lab $(LAB) --backend $(BACKEND) $(if $(SIZE),--size $(SIZE))
 
+check: $(SETUP)
+	$(PYTHON) -m kernelcourse.check $(EX) $(if $(filter 1,$(SOLUTION)),--solution)
+
 doctor: $(SETUP)
 	$(PYTHON) -m kernelcourse doctor
 
 # One pytest run for the tests and the notebooks, so that its last lines are the verdict
 # (and, where a compiler is missing, the line saying which compile paths were not exercised).
 test: $(SETUP) $(HIP_PYTHON_VERSIONS)
-	$(PYTHON) -m pytest -m "not gpu" tests $(if $(wildcard labs/*/lab.ipynb),--nbmake $(wildcard labs/*/lab.ipynb))
+	$(PYTHON) -m pytest -m "not gpu" tests --nbmake $(wildcard labs/*/lab.ipynb solutions/*/*.ipynb)
 
 # Each hip-python release of tests/hip_contract/versions.txt in build/hip-python/<version>,
 # beside the venv's own: the contract tests run the course's HIP calls against each one.

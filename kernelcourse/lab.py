@@ -39,10 +39,18 @@ def options(gpu_size: int = 4096, cpu_size: int = 128) -> LabOptions:
 
 
 def c_backend(opts: LabOptions):
-    """The backend that runs .cu files here: cuda or hip, or cpu (emulation) with no GPU."""
+    """The backend that runs .cu files here: cuda or hip, or cpu (emulation) with no GPU;
+    None where the run leaves C out, or `auto` finds no backend this machine can run."""
     if not opts.wants("c"):
         return None
-    return get_backend("auto" if opts.backend == "auto" else opts.backend)
+    if opts.backend != "auto":
+        return get_backend(opts.backend)
+    from .backends.cpu import UnsupportedMachine
+    try:
+        return get_backend("auto")
+    except UnsupportedMachine as exc:
+        print(f"(C kernels not run here: {exc})")
+        return None
 
 
 def triton_backend(opts: LabOptions):

@@ -35,7 +35,8 @@ def lead_backend(opts: LabOptions):
 
 
 def impls(rung: Rung, opts: LabOptions) -> list[GemmImpl]:
-    """The rung's implementations this run includes: the C kernel (on a GPU), the twin."""
+    """The rung's implementations this run includes: the C kernel (on the GPU, or on the cpu
+    backend with no GPU) and the twin."""
     cb, tb = backends(opts)
     found = []
     if cb is not None:
@@ -61,8 +62,8 @@ def library(opts: LabOptions) -> GemmImpl:
 
 def benchmark(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = ()) -> list[bench.Timing]:
     """On a GPU, the rung (and its C kernel built with each dict of defines in `variants`)
-    against the library at opts.size; on the CPU, the twin in the interpreter at
-    opts.size (wall clock, labelled: not GPU performance)."""
+    against the library at opts.size; with no GPU, the C kernel on the cpu backend and the
+    twin in the interpreter at opts.size (wall clock, labelled: not GPU performance)."""
     n = opts.size
     found = impls(rung, opts)
     cb = c_backend(opts)
@@ -134,7 +135,7 @@ class Step:
 
 
 def steps(opts: LabOptions, with_library: bool | None = None) -> list[Step]:
-    """Every rung this run includes (C kernels on a GPU, twins), then the library on a GPU."""
+    """Every rung this run includes (C kernels, twins), then the library on a GPU."""
     found = [Step(impl, rung) for rung in RUNGS for impl in impls(rung, opts)]
     found.sort(key=lambda s: (s.kind == "triton", RUNGS.index(s.rung)))
     if lead_backend(opts).on_gpu if with_library is None else with_library:

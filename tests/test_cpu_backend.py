@@ -1,5 +1,6 @@
 """The cpu backend: the course's .cu files, unchanged, run on the CPU with the GPU's thread
 model, and checked by the same verify() as on a GPU (what a student without a GPU gets)."""
+import dataclasses
 import time
 
 import numpy as np
@@ -72,8 +73,7 @@ def test_an_access_one_element_past_the_end_faults(cpu):
 def test_a_kernel_that_never_finishes_is_stopped_and_reported_as_a_hang():
     backend = CpuBackend(timeout_s=1)
     kernel = backend.compile(KERNELS / "spin.cu", "spin")
-    flag = backend.to_device(np.zeros(1, np.int32).view(np.float32))
-    flag = type(flag)(flag.pointer, flag.shape, np.dtype(np.int32), flag.allocation)
+    flag = int_array(backend, [0])
     out = backend.to_device(np.zeros(32, np.float32))
     start = time.perf_counter()
     with pytest.raises(KernelFault, match="hang: spin did not finish within 1 s"):
@@ -85,14 +85,108 @@ def test_a_kernel_that_never_finishes_is_stopped_and_reported_as_a_hang():
     assert np.array_equal(backend.to_host(out), np.arange(32, dtype=np.float32))
 
 
+PROBES = KERNELS / "emulation_probes.cu"
+
+
+def int_array(backend, values):
+    """An int32 device array (the course's to_device speaks float precisions)."""
+    array = backend.to_device(np.asarray(values, np.int32).view(np.float32))
+    return dataclasses.replace(array, dtype=np.dtype(np.int32))
+
+
 def test_the_order_of_the_threads_changes_from_launch_to_launch():
     backend = CpuBackend()
-    impl = tiled(backend)
-    verify(impl, CPU_SUITE, repeats=3, verbose=False)
-    orders = [order for order, _ in backend.schedules]
-    assert orders[:3] == ["forward", "reversed", "shuffled"]
-    seeds = [seed for order, seed in backend.schedules if order == "shuffled"]
-    assert len(set(seeds)) == len(seeds) > 1                 # a new, recorded shuffle each time
+    kernel = backend.compile(PROBES, "tickets")
+    runs = []
+    for _ in range(4):
+        counter, ticket = int_array(backend, [0]), int_array(backend, np.zeros(64))
+        kernel((1,), (64,), (counter, ticket))
+        runs.append(backend.to_host(ticket).tolist())
+    forward, reversed_, shuffled, again_forward = runs
+    assert forward == list(range(64)) == again_forward
+    assert reversed_ == list(range(63, -1, -1))
+    assert sorted(shuffled) == list(range(64)) and shuffled not in (forward, reversed_)
+    assert [order for order, _ in backend.schedules] == ["forward", "reversed", "shuffled", "forward"]
+
+
+def test_each_kernel_sees_every_order_even_when_a_run_launches_several(cpu):
+    backend = CpuBackend()
+    first, second = backend.compile(PROBES, "tickets"), backend.compile(KERNELS / "spin.cu", "spin")
+    del second
+    for _ in range(3):
+        first((1,), (8,), (int_array(backend, [0]), int_array(backend, np.zeros(8))))
+    assert [order for order, _ in backend.schedules] == ["forward", "reversed", "shuffled"]
+
+
+def test_a_stack_overflow_is_named_as_one():
+    backend = CpuBackend()
+    out = backend.to_device(np.zeros(4, np.float32))
+    with pytest.raises(KernelFault, match=r"stack overflow: thread \(\d+, 0, 0\) of block"):
+        backend.compile(PROBES, "big_frame")((1,), (4,), (out, 1 << 19))
+
+
+def test_a_barrier_only_part_of_the_block_reaches_stops_the_launch(cpu):
+    out = cpu.to_device(np.zeros(64, np.float32))
+    with pytest.raises(KernelFault, match="divergent barrier: .* 32 threads wait at __syncthreads"
+                                          r"\(\) on line \d+ that 32 threads of the block never reach"):
+        cpu.compile(PROBES, "half_barrier")((1,), (64,), (out,))
+
+
+def test_shared_memory_nobody_wrote_reads_as_nan(cpu):
+    out = cpu.to_device(np.zeros(64, np.float32))
+    cpu.compile(PROBES, "unwritten_shared")((1,), (64,), (out,))
+    got = cpu.to_host(out)
+    assert np.all(got[:32] == 1.0) and np.all(np.isnan(got[32:]))
+
+
+def test_a_write_past_the_end_is_named_as_a_write(cpu):
+    out = cpu.to_device(np.zeros(64, np.float32))
+    with pytest.raises(KernelFault, match=r"write past the end of out \(element 64 of an array of 64\)"):
+        cpu.compile(PROBES, "write_past")((1,), (4,), (out, 64))
+
+
+def test_an_overrun_by_a_whole_array_still_faults(cpu):
+    out = cpu.to_device(np.zeros(4096, np.float32))             # 16 KiB: four pages
+    with pytest.raises(KernelFault, match="write past the end of out"):
+        cpu.compile(PROBES, "write_past")((1,), (1,), (out, 4096 + 4000))
+
+
+def test_launch_limits_are_those_of_a_gpu(cpu):
+    kernel = cpu.compile(PROBES, "unwritten_shared")
+    out = cpu.to_device(np.zeros(64, np.float32))
+    with pytest.raises(ValueError, match="launch limits"):
+        kernel((1,), (1, 1, 128), (out,))
+    with pytest.raises(ValueError, match="launch limits"):
+        kernel((1, 70000), (64,), (out,))
+
+
+def test_global_device_variables_are_refused(cpu, tmp_path):
+    student = tmp_path / "student.cu"
+    student.write_text('#include "portable.h"\n__device__ int calls;\n'
+                       'extern "C" __global__ void k(float* y) { y[0] = calls++; }\n')
+    with pytest.raises(CompileError, match=r"student\.cu:2: .*global __device__"):
+        cpu.compile(student, "k")
+
+
+def test_entry_points_in_comments_and_prototypes_get_no_launcher(cpu, tmp_path):
+    student = tmp_path / "student.cu"
+    student.write_text('#include "portable.h"\n'
+                       '// extern "C" __global__ void old_version(float* y) { }\n'
+                       'extern "C" __global__ void declared_only(float* y);\n'
+                       'extern "C" __global__ void k(float* y) { y[threadIdx.x] = 3.0f; }\n')
+    y = cpu.to_device(np.zeros(4, np.float32))
+    cpu.compile(student, "k")((1,), (4,), (y,))
+    assert np.array_equal(cpu.to_host(y), np.full(4, 3, np.float32))
+
+
+def test_mixed_min_and_max_compile_as_under_cuda(cpu, tmp_path):
+    student = tmp_path / "student.cu"
+    student.write_text('#include "portable.h"\n'
+                       'extern "C" __global__ void k(float* y, int n) {\n'
+                       '    y[threadIdx.x] = float(min(threadIdx.x, n) + max(n, 1u));\n}\n')
+    y = cpu.to_device(np.zeros(4, np.float32))
+    cpu.compile(student, "k")((1,), (4,), (y, 2))
+    assert cpu.to_host(y).tolist() == [2.0, 3.0, 4.0, 4.0]
 
 
 @pytest.mark.parametrize("construct, named", [

@@ -96,6 +96,11 @@ class Kernel:
         if threads > 1024:
             raise ValueError(f"{self.name}: a block of {block} is {threads} threads; "
                              "the hardware maximum is 1024 on both vendors")
+        # The limits both vendors share (CUDA's and HIP's launch limits), checked on every
+        # backend alike, so that a launch the GPU would refuse is refused on the CPU too.
+        if block[2] > 64 or grid[0] > 2**31 - 1 or max(grid[1], grid[2]) > 65535:
+            raise ValueError(f"{self.name}: block {block} / grid {grid} exceeds the launch "
+                             "limits (block z <= 64; grid x < 2^31, grid y and z <= 65535)")
         self._launch(grid, block, packed, shared_mem)
 
 

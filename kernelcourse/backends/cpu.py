@@ -28,8 +28,10 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +58,18 @@ UNSUPPORTED = (
     (r"\bextern\s+__shared__\b", "dynamic shared memory (extern __shared__)"),
     (r"\bcooperative_groups\b", "cooperative groups"),
     (r"\b__(?:nanosleep|threadfence\w*)\b", "__nanosleep and memory fences"),
+    # A launch runs in a child process of its own, so nothing a kernel leaves in a global
+    # variable survives to the next launch, as it would on a GPU.
+    (r"\b__(?:device|constant|managed)__\s+[^;{}()]*;", "global __device__ / __constant__ variables"),
 )
 
 
 class KernelFault(RuntimeError):
     """A launch on the cpu backend crashed, or hung past its time limit."""
+
+
+class UnsupportedMachine(RuntimeError):
+    """The cpu backend's fibers switch with x86-64 instructions; this CPU is another kind."""
 
 
 def _compiler() -> str:
@@ -76,10 +85,11 @@ def compiler_version() -> str:
     return out.stdout.splitlines()[0]
 
 
-def _code_only(text: str) -> str:
-    """The source with comments and string literals blanked out, line breaks kept."""
-    pattern = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
-    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+def _code_only(text: str, strings: bool = True) -> str:
+    """The source with comments (and string literals, unless strings=False) blanked out,
+    line breaks kept, so that positions and line numbers stay those of the file."""
+    pattern = r'//[^\n]*|/\*.*?\*/' + (r'|"(?:\\.|[^"\\\n])*"' if strings else "")
+    return re.sub(pattern, lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
 
 
 def refuse_unsupported(src: KernelSource) -> None:
@@ -101,14 +111,26 @@ def _launcher(name: str, params) -> str:
             f"    {name}({args});\n}}\n"
             f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
             f"void* args, int order, unsigned long long seed, int timeout_ms, kc::Status* status) {{\n"
-            f"    return kc::launch_isolated(grid, block, kc_body_{name}, args, order, seed, "
+            f"    return kc::start_isolated(grid, block, kc_body_{name}, args, order, seed, "
             f"timeout_ms, status);\n}}\n")
+
+
+def defined_entry_points(src: KernelSource) -> dict:
+    """The `extern "C" __global__` functions the file defines (not those in comments, nor
+    prototypes without a body): each gets a launcher."""
+    code = KernelSource(_code_only(src.text, strings=False), src.filename)   # keeps extern "C"
+    found = {}
+    for name, params in code.entry_points().items():
+        signature = re.search(rf"\b{name}\s*\([^)]*\)\s*", code.text)
+        if signature and code.text[signature.end():signature.end() + 1] == "{":
+            found[name] = params
+    return found
 
 
 def wrapper_source(src: KernelSource) -> str:
     """The student's file (its diagnostics naming it, line for line) and the launchers."""
     name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
-    launchers = "".join(_launcher(k, params) for k, params in src.entry_points().items())
+    launchers = "".join(_launcher(k, params) for k, params in defined_entry_points(src).items())
     return (f'#line 1 "{name}"\n{src.text}\n'
             f'#line 1 "kernelcourse-cpu-launchers"\n#include "cpu_launch.h"\n{launchers}')
 
@@ -118,19 +140,22 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
     src = KernelSource.load(source)
     refuse_unsupported(src)
     compiler = _compiler()
-    flags = ["-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-DKC_CPU", "-Wno-unknown-pragmas",
-             *define_options(defines), *options]
+    # -fstack-clash-protection: a frame larger than a page still touches the guard below a
+    # thread's stack, so a stack overflow faults instead of writing over the next thread's.
+    flags = ["-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-fstack-clash-protection",
+             "-DKC_CPU", "-Wno-unknown-pragmas", *define_options(defines), *options]
     runtime = [(KERNEL_INCLUDE_DIR / h).read_text() for h in RUNTIME_HEADERS]
-    key = src.fingerprint("cpu", compiler_version(), *runtime, *flags)
+    wrapper = wrapper_source(src)          # the file's name and the launchers are in it too
+    key = src.fingerprint("cpu", compiler_version(), wrapper, *runtime, *flags)
 
     def compile_now():
         with tempfile.TemporaryDirectory() as tmp:
-            wrapper, library = Path(tmp) / "kernel.cpp", Path(tmp) / "kernel.so"
-            wrapper.write_text(wrapper_source(src))
+            wrapper_file, library = Path(tmp) / "kernel.cpp", Path(tmp) / "kernel.so"
+            wrapper_file.write_text(wrapper)
             # Compiled in the scratch folder, its name mapped away, so that the debug line
             # table names the kernel file exactly as the student sees it (the #line name).
             out = subprocess.run([compiler, *flags, f"-fdebug-prefix-map={tmp}=.",
-                                  f"-I{KERNEL_INCLUDE_DIR}", str(wrapper), "-o", str(library)],
+                                  f"-I{KERNEL_INCLUDE_DIR}", str(wrapper_file), "-o", str(library)],
                                  capture_output=True, text=True, cwd=tmp)
             if out.returncode != 0:
                 raise CompileError(src.filename, "cpu", out.stderr)
@@ -143,7 +168,7 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
 class _Status(ctypes.Structure):
     """kc::Status in cpu_launch.h, field for field."""
     _fields_ = [("outcome", ctypes.c_int), ("signal", ctypes.c_int), ("is_write", ctypes.c_int),
-                ("reserved", ctypes.c_int), ("fault_address", ctypes.c_uint64),
+                ("in_stack", ctypes.c_int), ("fault_address", ctypes.c_uint64),
                 ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
                 ("message", ctypes.c_char * 256)]
@@ -154,26 +179,29 @@ _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
 class _Allocation:
-    """A shared mapping: a guard page, the data (ending just before the next page), a guard page.
+    """A shared mapping: a guard zone, the data (ending just before the next page), a guard
+    zone as large as the data, so that even an overrun by a whole array's length faults.
 
-    Shared, so that the child process a launch runs in writes where the parent reads.
+    Shared, so that the child process a launch runs in writes where the parent reads. The
+    guard zones are address space only: pages never touched cost no memory.
     """
 
     def __init__(self, nbytes: int):
         data_pages = max(1, -(-nbytes // PAGE))
-        self.map = mmap.mmap(-1, (data_pages + 2) * PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.guard_bytes = data_pages * PAGE
+        self.map = mmap.mmap(-1, 3 * data_pages * PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
-        self.guard_after = self.base + (data_pages + 1) * PAGE
-        # The data ends as close to the trailing guard page as a 16-byte-aligned start allows.
+        self.guard_after = self.base + 2 * self.guard_bytes
+        # The data ends as close to the trailing guard as a 16-byte-aligned start allows.
         self.start = (self.guard_after - nbytes) & ~(ALIGN - 1)
         for guard in (self.base, self.guard_after):
-            if _libc.mprotect(guard, PAGE, 0) != 0:          # PROT_NONE: any access faults
-                raise OSError(ctypes.get_errno(), "mprotect of a guard page failed")
+            if _libc.mprotect(guard, self.guard_bytes, 0) != 0:   # PROT_NONE: any access faults
+                raise OSError(ctypes.get_errno(), "mprotect of a guard zone failed")
 
     def guard(self, address: int) -> str | None:
-        if self.base <= address < self.base + PAGE:
+        if self.base <= address < self.base + self.guard_bytes:
             return "before the start"
-        if self.guard_after <= address < self.guard_after + PAGE:
+        if self.guard_after <= address < self.guard_after + self.guard_bytes:
             return "past the end"
         return None
 
@@ -192,10 +220,13 @@ class CpuBackend(AddressBackend):
     label = "CPU emulation (not GPU performance)"
 
     def __init__(self, timeout_s: float = 60.0):
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            raise UnsupportedMachine(f"the cpu backend needs an x86-64 CPU; this one is "
+                                     f"{platform.machine()} (its Triton twins still run here)")
         # Always the CPU, also on a machine with a GPU: these timings are never a GPU's.
         self.device = Device("cpu", f"CPU ({platform.machine()})")
         self.timeout_s = timeout_s
-        self.launches = 0
+        self.launches: dict[str, int] = {}                 # kernel -> launches so far
         self.schedules: list[tuple[str, int]] = []   # (order, seed) of every launch, in turn
         self._libraries = {}
 
@@ -214,20 +245,23 @@ class CpuBackend(AddressBackend):
         def launch(grid, block, args, shared_mem):
             if shared_mem:
                 raise ValueError("the cpu backend has no dynamic shared memory (shared_mem=0)")
-            order = ORDERS[self.launches % len(ORDERS)]     # forward, reversed, shuffled, ...
-            seed = self.launches
-            self.launches += 1
+            # Each kernel's own count, so that every kernel of a run sees every order.
+            seed = self.launches.get(kernel_name, 0)
+            self.launches[kernel_name] = seed + 1
+            order = ORDERS[seed % len(ORDERS)]                  # forward, reversed, shuffled, ...
             self.schedules.append((order, seed))
             values = [np.uint64(a.pointer) if isinstance(a, CpuArray) else a for a in args]
             cells = [ctypes.create_string_buffer(v.tobytes(), max(8, v.nbytes)) for v in values]
             pointers = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
-            status = _Status()
-            code = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), pointers,
-                            ORDERS.index(order), ctypes.c_ulonglong(seed),
-                            int(self.timeout_s * 1000), ctypes.byref(status))
-            if code != 0:
-                raise OSError("the cpu backend could not start a launch (fork or mmap failed)")
-            if status.outcome != 0:
+            page = mmap.mmap(-1, PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+            status = _Status.from_buffer(page)          # the child writes how it ended here
+            child = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), pointers,
+                             ORDERS.index(order), ctypes.c_ulonglong(seed),
+                             int(self.timeout_s * 1000), ctypes.byref(status))
+            if child < 0:
+                raise OSError("the cpu backend could not start a launch (fork failed)")
+            outcome = _wait(child, self.timeout_s, status)
+            if outcome != 0:
                 raise KernelFault(_explain(status, kernel_name, params, args, path, self.timeout_s))
         return launch
 
@@ -256,11 +290,41 @@ class CpuBackend(AddressBackend):
         return (stop.t - start.t) * 1e3
 
 
+def _wait(child: int, timeout_s: float, status: _Status) -> int:
+    """Wait for a launch's child process, at most timeout_s; its outcome (0: finished).
+
+    The waiting is done here, in Python, so that Ctrl-C (KeyboardInterrupt) or any other
+    exception stops the launch too: the child is killed on the way out, never left behind.
+    """
+    deadline, nap = time.monotonic() + timeout_s, 5e-5
+    try:
+        while True:
+            done, code = os.waitpid(child, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+                child = 0
+                status.outcome = 2                         # timed out: a hang
+                return status.outcome
+            time.sleep(nap)
+            nap = min(2 * nap, 0.01)                       # quick for short launches
+        child = 0
+    finally:
+        if child:                                          # interrupted: do not leave it running
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+    if status.outcome == 0 and not (os.WIFEXITED(code) and os.WEXITSTATUS(code) == 0):
+        status.outcome = 1 if os.WIFSIGNALED(code) else 3
+        status.signal = os.WTERMSIG(code) if os.WIFSIGNALED(code) else os.WEXITSTATUS(code)
+    return status.outcome
+
+
 class _WallClockEvent:
     t = 0.0
 
     def record(self):
-        import time
         self.t = time.perf_counter()
 
 
@@ -273,15 +337,20 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     who = (f"thread ({', '.join(map(str, status.thread))}) of block "
            f"({', '.join(map(str, status.block))})")
     if status.outcome == 2:
-        return (f"hang: {kernel} did not finish within {timeout_s:g} s and was stopped. A loop "
-                "whose condition never changes, or a barrier some threads never reach, "
-                "keeps a GPU busy forever too.")
+        return (f"hang: {kernel} did not finish within {timeout_s:g} s and was stopped: a loop "
+                "whose condition never changes (it keeps a GPU busy forever too), or more work "
+                "than the emulation does in that time (try a smaller size on the CPU).")
     if status.outcome == 3:
-        return f"{kernel}: the launch failed to start (out of memory for the thread stacks?)"
+        said = status.message.decode(errors="replace") or f"it exited with code {status.signal}"
+        return f"{kernel} was stopped: {said}"
     signal = _SIGNALS.get(status.signal, f"signal {status.signal}")
     where = _source_line(library, status.pc - status.library_base) if status.pc else None
     at = f" at {where}" if where else ""
     address = status.fault_address
+    if status.signal in (7, 11) and status.in_stack:
+        return (f"stack overflow: {who} of {kernel} used more than the 1 MiB of stack each "
+                f"emulated thread has{at} (a large local array? on a GPU it would live in "
+                "slow local memory)")
     if status.signal in (7, 11):
         access = {1: "write", 0: "read"}.get(status.is_write, "access")
         for param, value in zip(params, args):
@@ -300,6 +369,9 @@ def _source_line(library: Path, offset: int) -> str | None:
     if tool is None or offset <= 0:
         return None
     out = subprocess.run([tool, "-e", str(library), f"0x{offset:x}"], capture_output=True, text=True)
-    line = out.stdout.strip().split(" (discriminator")[0].removeprefix("./")
-    return None if not line or line.startswith("??") else line
+    line = out.stdout.strip().split(" (discriminator")[0]
+    if not line or line.startswith("??"):
+        return None
+    file, _, number = line.rpartition(":")
+    return f"{os.path.normpath(file)}:{number}"
 

@@ -1,7 +1,7 @@
 // cpu_launch.h: running a grid of fibers, in a child process that may crash or hang.
 //
 // The cpu backend's generated wrapper includes this after the kernel file and calls
-// kc::launch_isolated() from each entry point's launcher. The launch runs in a child
+// kc::start_isolated() from each entry point's launcher. The launch runs in a child
 // process (fork), because a student's kernel may read past an array (the backend puts a
 // guard page after every array, so that read faults) or loop forever: the child's death or
 // its time limit becomes a status the backend reads, and the Python process lives on.
@@ -9,33 +9,48 @@
 #pragma once
 
 #include <csignal>
-#include <ctime>
 #include <dlfcn.h>
 #include <initializer_list>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
+// The bounds of the __shared__ section (the linker defines them for a section whose name
+// is an identifier); weak, since a kernel with no __shared__ variable has no such section.
+extern "C" char __start_kc_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_kc_shared[] __attribute__((weak, visibility("hidden")));
 
 namespace kc {
 
 enum Order { FORWARD = 0, REVERSED = 1, SHUFFLED = 2 };
-enum Outcome { FINISHED = 0, SIGNALLED = 1, TIMED_OUT = 2, FAILED = 3 };
+enum Outcome { FINISHED = 0, SIGNALLED = 1, FAILED = 3 };   // (2, timed out: the caller's)
 
 // What the parent learns about a launch (the backend reads it through ctypes).
 struct Status {
     int outcome;              // Outcome
     int signal;               // the signal that stopped the child
     int is_write;             // 1 when the faulting access was a write (x86-64 Linux), -1 unknown
-    int reserved;
+    int in_stack;             // 1 when the fault hit a thread's stack guard: a stack overflow
     uint64_t fault_address;   // the address it touched
     uint64_t pc;              // the instruction that touched it
     uint64_t library_base;    // where this library was loaded (pc - base: its offset)
     uint3 block, thread;      // who was running
-    char message[256];
+    char message[256];        // FAILED: what the emulation refused to go on with
 };
 
-constexpr size_t STACK_BYTES = 64 * 1024;   // per fiber; a guard page below each
+// Per fiber; a guard page below each. Only the pages a thread touches cost memory.
+constexpr size_t STACK_BYTES = 1024 * 1024;
 static Status* status;                      // shared with the parent
+static char* stacks_begin;                  // the fibers' stacks, for telling an overflow
+static char* stacks_end;
+
+[[noreturn]] static void stop(const char* message) {
+    status->outcome = FAILED;
+    snprintf(status->message, sizeof status->message, "%s", message);
+    _exit(4);
+}
 
 static uint64_t next_random(uint64_t& state) {   // xorshift64: a reproducible shuffle
     state ^= state << 13; state ^= state >> 7; state ^= state << 17;
@@ -57,6 +72,39 @@ static void prepare_fiber(Fiber& fiber, char* stack_top) {
     fiber.sp = sp;
 }
 
+static void order_of(int* order, unsigned count, int mode, uint64_t& random) {
+    for (unsigned i = 0; i < count; ++i) order[i] = mode == REVERSED ? int(count - 1 - i) : int(i);
+    if (mode == SHUFFLED)
+        for (unsigned i = count - 1; i > 0; --i) {
+            unsigned j = unsigned(next_random(random) % (i + 1));
+            int swap = order[i]; order[i] = order[j]; order[j] = swap;
+        }
+}
+
+// Every thread still running waits at the same __syncthreads(), or the launch stops.
+static void check_barrier(const Fiber* fibers, unsigned count) {
+    int line = -1, done = 0, waiting = 0;
+    for (unsigned t = 0; t < count; ++t) {
+        if (fibers[t].state == DONE) { ++done; continue; }
+        ++waiting;
+        if (line < 0) line = fibers[t].barrier_line;
+        if (fibers[t].barrier_line != line) {
+            char text[200];
+            snprintf(text, sizeof text, "divergent barrier: in block (%u, %u, %u) threads wait "
+                     "at __syncthreads() on line %d and on line %d", blockIdx.x, blockIdx.y,
+                     blockIdx.z, line, fibers[t].barrier_line);
+            stop(text);
+        }
+    }
+    if (done && waiting) {
+        char text[200];
+        snprintf(text, sizeof text, "divergent barrier: in block (%u, %u, %u) %d threads wait "
+                 "at __syncthreads() on line %d that %d threads of the block never reach",
+                 blockIdx.x, blockIdx.y, blockIdx.z, waiting, line, done);
+        stop(text);
+    }
+}
+
 static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, int mode,
                       uint64_t& random) {
     for (unsigned t = 0; t < count; ++t) {
@@ -67,12 +115,7 @@ static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, i
     for (;;) {
         // One turn each, in this launch's order: every fiber runs until it reaches a
         // barrier or its end. A new shuffle for every stretch between barriers.
-        for (unsigned i = 0; i < count; ++i) order[i] = mode == REVERSED ? int(count - 1 - i) : int(i);
-        if (mode == SHUFFLED)
-            for (unsigned i = count - 1; i > 0; --i) {
-                unsigned j = unsigned(next_random(random) % (i + 1));
-                int swap = order[i]; order[i] = order[j]; order[j] = swap;
-            }
+        order_of(order, count, mode, random);
         bool waiting = false;
         for (unsigned i = 0; i < count; ++i) {
             Fiber& fiber = fibers[order[i]];
@@ -84,8 +127,8 @@ static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, i
         }
         launch.current = nullptr;
         if (!waiting) return;
-        // Everyone still running has arrived: the barrier opens (threads that have finished
-        // count as arrived, as on the GPU).
+        // Everyone still running has arrived at the same barrier: it opens.
+        check_barrier(fibers, count);
         for (unsigned t = 0; t < count; ++t)
             if (fibers[t].state == AT_BARRIER) fibers[t].state = READY;
     }
@@ -96,6 +139,8 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
     status->signal = signal;
     status->fault_address = reinterpret_cast<uint64_t>(info->si_addr);
     status->is_write = -1;
+    status->in_stack = stacks_begin <= static_cast<char*>(info->si_addr) &&
+                       static_cast<char*>(info->si_addr) < stacks_end;
 #if defined(__linux__) && defined(__x86_64__)
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
@@ -125,8 +170,10 @@ static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int
     const unsigned count = block.x * block.y * block.z;
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     char* stacks = static_cast<char*>(mmap(nullptr, (count + 1) * STACK_BYTES, PROT_READ | PROT_WRITE,
-                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (stacks == MAP_FAILED) { status->outcome = FAILED; _exit(3); }
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (stacks == MAP_FAILED) stop("no memory for the threads' stacks");
+    stacks_begin = stacks;
+    stacks_end = stacks + (count + 1) * STACK_BYTES;
     for (unsigned t = 0; t < count; ++t) mprotect(stacks + t * STACK_BYTES, page, PROT_NONE);
     Fiber* fibers = static_cast<Fiber*>(mmap(nullptr, count * (sizeof(Fiber) + sizeof(int)),
                                              PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -137,54 +184,46 @@ static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int
     gridDim = grid;
     blockDim = block;
     uint64_t random = seed * 0x9E3779B97F4A7C15ull + 1;
-    // Blocks one after another, x fastest (the order does not matter to a correct kernel).
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                blockIdx = {x, y, z};
-                run_block(fibers, stacks, count, order, mode, random);
-            }
+    // Shared memory starts as NaN bytes: a slot read before any thread wrote it shows.
+    if (__start_kc_shared && __stop_kc_shared > __start_kc_shared)
+        memset(__start_kc_shared, 0xFF, size_t(__stop_kc_shared - __start_kc_shared));
+    // Blocks one after another, in this launch's order too (a correct kernel cannot tell).
+    const unsigned blocks = grid.x * grid.y * grid.z;
+    int* block_order = static_cast<int*>(mmap(nullptr, blocks * sizeof(int), PROT_READ | PROT_WRITE,
+                                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (block_order == MAP_FAILED) stop("no memory for the block order");
+    order_of(block_order, blocks, mode, random);
+    for (unsigned b = 0; b < blocks; ++b) {
+        const unsigned linear = unsigned(block_order[b]);
+        blockIdx = {linear % grid.x, (linear / grid.x) % grid.y, linear / (grid.x * grid.y)};
+        run_block(fibers, stacks, count, order, mode, random);
+    }
 }
 
-// Run the grid in a child process; wait at most timeout_ms; fill *result.
-static int launch_isolated(const unsigned grid[3], const unsigned block[3], void (*body)(void*),
-                           void* args, int mode, uint64_t seed, int timeout_ms, Status* result) {
-    status = static_cast<Status*>(mmap(nullptr, sizeof(Status), PROT_READ | PROT_WRITE,
-                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-    if (status == MAP_FAILED) return -1;
+// Start the grid in a child process and return its pid (-1 if it could not start). The
+// caller waits for it, with its own time limit, and then reads *shared_status: a page both
+// processes see (MAP_SHARED), where the child writes how it ended.
+static int start_isolated(const unsigned grid[3], const unsigned block[3], void (*body)(void*),
+                          void* args, int mode, uint64_t seed, int timeout_ms,
+                          Status* shared_status) {
+    status = shared_status;
     memset(status, 0, sizeof(Status));
     Dl_info self;
     if (dladdr(reinterpret_cast<void*>(&run_grid), &self))
         status->library_base = reinterpret_cast<uint64_t>(self.dli_fbase);
+    const pid_t parent = getpid();
     pid_t child = fork();
-    if (child < 0) { munmap(status, sizeof(Status)); return -1; }
-    if (child == 0) {
-        run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, body, args, mode, seed);
-        _exit(0);
-    }
-    timespec start, now, nap = {0, 200000};          // poll every 0.2 ms
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    int code = 0;
-    for (;;) {
-        pid_t done = waitpid(child, &code, WNOHANG);
-        if (done == child) break;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (elapsed_ms > timeout_ms) {
-            kill(child, SIGKILL);
-            waitpid(child, &code, 0);
-            status->outcome = TIMED_OUT;
-            break;
-        }
-        nanosleep(&nap, nullptr);
-    }
-    if (status->outcome == FINISHED && !(WIFEXITED(code) && WEXITSTATUS(code) == 0)) {
-        status->outcome = WIFSIGNALED(code) ? SIGNALLED : FAILED;
-        status->signal = WIFSIGNALED(code) ? WTERMSIG(code) : WEXITSTATUS(code);
-    }
-    *result = *status;
-    munmap(status, sizeof(Status));
-    return 0;
+    if (child != 0) return int(child);
+    // The child never outlives the caller (even one killed while it waits), nor its own
+    // time limit: SIGALRM ends it a little after the caller would have.
+#if defined(__linux__)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent) _exit(5);
+    alarm(unsigned(timeout_ms / 1000 + 2));
+    run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, body, args, mode, seed);
+    fflush(stdout);
+    _exit(0);
 }
 
 }  // namespace kc

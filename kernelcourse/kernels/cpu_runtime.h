@@ -8,8 +8,11 @@
 //   * between two barriers a fiber runs without interruption, and the order in which the
 //     fibers take their turns changes from launch to launch (forward, reversed, shuffled),
 //     so a missing barrier makes results move between identical launches, as on a GPU;
-//   * __shared__ variables are static: one copy for the block that is running (blocks run
-//     one after another), left as the previous block left it, as on a GPU.
+//   * __shared__ variables are static, in a section of their own: one copy for the block
+//     that is running (blocks run one after another, in an order that changes too), filled
+//     with NaN bytes when a launch starts, so a read of a slot nobody wrote shows;
+//   * __syncthreads() notes where it was called: threads of one block that wait at
+//     different barriers, or finish while others wait, stop the launch (a GPU may hang).
 // Constructs it cannot emulate faithfully (warp shuffles and votes, tensor-core intrinsics,
 // inline PTX or GCN assembly) are refused before compiling, by the backend, with their name.
 #pragma once
@@ -17,7 +20,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 // -- qualifiers and attributes: accepted, and mean nothing on the CPU
 #define __global__
@@ -28,7 +33,7 @@
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
+#define __shared__ static __attribute__((section("kc_shared")))
 
 // -- vector and 16-bit types
 struct uint3 { unsigned x, y, z; };
@@ -54,11 +59,15 @@ static inline __half __hfma(__half a, __half b, __half c) { return (__half)std::
 static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }
-template <typename T> static inline T min(T a, T b) { return b < a ? b : a; }
-template <typename T> static inline T max(T a, T b) { return a < b ? b : a; }
+// CUDA overloads min and max for mixed operands (min(threadIdx.x, n)): the common type.
+template <typename A, typename B> static inline std::common_type_t<A, B> min(A a, B b) {
+    using T = std::common_type_t<A, B>; return T(b) < T(a) ? T(b) : T(a); }
+template <typename A, typename B> static inline std::common_type_t<A, B> max(A a, B b) {
+    using T = std::common_type_t<A, B>; return T(a) < T(b) ? T(b) : T(a); }
 
 // -- atomics: the fibers of a block share one CPU thread, so a read-modify-write that no
-// barrier interrupts is atomic among them.
+// barrier interrupts is atomic among them. (The converse gap: a plain `x += 1` that needs
+// an atomic on a GPU is never interrupted here either, so a missing atomic does not show.)
 template <typename T> static inline T atomicAdd(T* address, T value) { T old = *address; *address = old + value; return old; }
 template <typename T> static inline T atomicExch(T* address, T value) { T old = *address; *address = value; return old; }
 template <typename T> static inline T atomicMax(T* address, T value) { T old = *address; if (old < value) *address = value; return old; }
@@ -74,6 +83,7 @@ struct Fiber {
     void* sp;                 // saved stack pointer while suspended
     FiberState state;
     uint3 thread;             // its threadIdx
+    int barrier_line;         // where it waits (the source line of its __syncthreads())
 };
 
 // What the launch runs and where it stands; one launch at a time per process.
@@ -122,11 +132,12 @@ static void fiber_main() {
     __builtin_trap();                     // a finished fiber is never resumed
 }
 
-static inline void barrier() {
+static inline void barrier(int line) {
     launch.current->state = AT_BARRIER;
+    launch.current->barrier_line = line;
     kc_switch(&launch.current->sp, launch.scheduler_sp);
 }
 
 }  // namespace kc
 
-static inline void __syncthreads() { kc::barrier(); }
+#define __syncthreads() kc::barrier(__LINE__)

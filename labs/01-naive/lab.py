@@ -39,9 +39,9 @@
 # emulates the GPU's thread model. Every thread of a block is a fiber and
 # `__syncthreads()` a real barrier; between barriers the threads take their turns in
 # an order that changes from launch to launch, so a missing barrier makes results
-# move between identical runs; every array is followed by a guard page, so a read or
+# move between identical runs; every array is followed by guard pages, so a read or
 # write past its end is caught and named (array, element, file and line, thread and
-# block); each launch runs in a child process with a time limit, so a crash or a hang
+# block; an overrun of less than 16 bytes can stay in the alignment slack unseen); each launch runs in a child process with a time limit, so a crash or a hang
 # comes back as a verdict instead of killing Python. It does not emulate GPU timing
 # (its times are CPU wall clock), the memory hierarchy (no caches, no HBM, no
 # coalescing) or warps (threads do not run 32 at a time in lockstep; warp shuffles,
