@@ -1,0 +1,316 @@
+"""`python -m kernelcourse.check NN [--solution]`: check one exercise and say what is wrong.
+
+`make check EX=NN` runs this. The student's file is never imported into this process. A child
+process (this module again, run with `--child`) loads it, runs each case, and writes every
+value back as one line of JSON on its stdout; this process, the parent, judges the values.
+A hang or a crash in the student's code ends the child, never the check: the case it was
+running becomes a FAIL that says so, and a fresh child carries on with the cases left.
+
+What the check must know about one exercise lives in that exercise's folder, in
+`exercises/NN-name/checks.py`, a module that defines:
+
+  FILES                 the files the student edits, e.g. ("intensity.py",)
+  TIME_LIMIT_S          seconds one child may run
+  CASES                 a list of Case: which function (or test) to run, on what, expecting what
+  load(folder)          child: load the student's files from `folder` (a module, a kernel...)
+  run(loaded, case)     child: run one case and return a value that JSON can carry; for work
+                        not done yet, raise NotImplementedError("not written yet: ...")
+  judge(case, value)    parent: None when the value is right, else a message that teaches
+
+`--solution` checks the solved twin in solutions/NN-name/ against the same checks.py, and
+`--folder DIR` checks the files in DIR (an instructor's copy, a test's known-wrong variant).
+The student's files are hashed before and after: the check never writes them.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUTPUT_LIMIT = 16 << 20          # bytes the student's code may print (or write to a file) in the child
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str                    # the function (or test) the student wrote; cases group by it
+    args: dict = field(default_factory=dict)   # its inputs, by parameter name
+    expected: object = None      # the right answer
+    unit: str = ""               # printed after a number: "bytes", "FLOP/byte"
+    label: str = ""              # where the inputs come from: "tiled T=64 on H200, fp32"
+
+    def call(self) -> str:
+        shown = (f"{v:.10g}" if isinstance(v, float) else repr(v) for v in self.args.values())
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in zip(self.args, shown))})"
+
+
+def show(value, unit: str = "") -> str:
+    """A value as the student should read it: 549,755,813,888 bytes, 13.95833333 FLOP/byte."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e18:
+        value = int(value)
+    text = f"{value:,}" if isinstance(value, int) else f"{value:.10g}"
+    return f"{text} {unit}".rstrip()
+
+
+def load_python(path: Path):
+    """Child side: run a student's .py file as a module of its own (no bytecode left behind)."""
+    sys.dont_write_bytecode = True
+    spec = importlib.util.spec_from_file_location(f"student_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------- the child ---
+
+def _child(exercise: Path, folder: Path) -> int:
+    """Load the student's files, run the cases named on stdin, one JSON line per event."""
+    results = os.fdopen(os.dup(1), "w")      # a private copy of stdout carries the results;
+    os.dup2(2, 1)                            # what the student's code prints goes to stderr
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+    except (ImportError, ValueError, OSError):
+        pass
+
+    def send(**message):
+        results.write(json.dumps(message, default=_plain) + "\n")
+        results.flush()
+
+    spec = _description(exercise)
+    indices = json.loads(sys.stdin.read())
+    try:
+        loaded = spec.load(folder)
+    except BaseException as exc:             # SyntaxError, ImportError, SystemExit, ...
+        send(load_error=_explain(exc, folder))
+        return 0
+    for i in indices:
+        send(start=i)
+        try:
+            value = spec.run(loaded, spec.CASES[i])
+        except BaseException as exc:
+            send(case=i, error=_explain(exc, folder), todo=isinstance(exc, NotImplementedError))
+        else:
+            send(case=i, value=value)
+    return 0
+
+
+def _plain(value):
+    """What JSON cannot carry: a NumPy scalar becomes its Python value, anything else a repr."""
+    try:
+        return value.item()
+    except Exception:
+        return f"<{type(value).__name__}: {value!r}>"
+
+
+def _explain(exc: BaseException, folder: Path) -> str:
+    """One line: what was raised and where in the student's files (never the harness's frames)."""
+    if isinstance(exc, NotImplementedError):
+        return str(exc)
+    if isinstance(exc, SyntaxError):
+        text = (exc.text or "").strip()
+        return f"SyntaxError: {exc.msg} ({Path(exc.filename or '?').name}, line {exc.lineno}: {text})"
+    where = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).parent == folder]
+    place = f" ({Path(where[-1].filename).name}, line {where[-1].lineno}, in {where[-1].name})" if where else ""
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return f"printed more than {OUTPUT_LIMIT >> 20} MB, the check's limit: a print in an endless loop?{place}"
+    return f"raised {type(exc).__name__}: {exc}{place}"
+
+
+# --------------------------------------------------------------------------- the parent ---
+
+def _description(exercise: Path):
+    """The exercise's checks.py, loaded without leaving a __pycache__ in the student's folder."""
+    spec = importlib.util.spec_from_file_location(f"checks_{exercise.name.replace('-', '_')}",
+                                                  exercise / "checks.py")
+    module = importlib.util.module_from_spec(spec)
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
+    return module
+
+
+def _run_child(exercise: Path, folder: Path, indices: list[int], time_limit: float):
+    """One child over `indices`: the messages it sent, and why it ended early (None: it did not)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    with tempfile.TemporaryFile() as log:
+        child = subprocess.Popen([sys.executable, "-m", "kernelcourse.check", "--child", str(exercise), str(folder)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO,
+                                 env=env, start_new_session=True, text=True)
+        try:
+            out, _ = child.communicate(json.dumps(indices), timeout=time_limit)
+            ended = None if child.returncode == 0 else _exit_status(child.returncode)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)    # the child and anything it started
+            out, _ = child.communicate()
+            ended = f"time limit: still running after {time_limit:g} s (an endless loop?)"
+        log.seek(0, os.SEEK_END)
+        log.seek(max(0, log.tell() - 1500))
+        printed = log.read().decode(errors="replace")
+    messages = []
+    for line in out.splitlines():
+        try:
+            messages.append(json.loads(line))
+        except json.JSONDecodeError:
+            break                              # a line cut short when the child was killed
+    return messages, ended, printed
+
+
+def _exit_status(code: int) -> str:
+    if code < 0:
+        return f"the process was killed by {signal.Signals(-code).name}"
+    return f"the process exited with code {code} (os._exit, sys.exit in a thread, or a crash)"
+
+
+def run_cases(exercise: Path, folder: Path, time_limit: float):
+    """Every case's outcome ({'value': v}, {'error': line, 'todo': bool} or {'ended': why}),
+    or the reason the files could not be loaded at all."""
+    spec = _description(exercise)
+    outcomes: dict[int, dict] = {}
+    pending = list(range(len(spec.CASES)))
+    while pending:
+        messages, ended, printed = _run_child(exercise, folder, pending, time_limit)
+        running = None
+        for message in messages:
+            if "load_error" in message:
+                return outcomes, f"{', '.join(spec.FILES)} could not be loaded: {message['load_error']}"
+            if "start" in message:
+                running = message["start"]
+            else:
+                outcomes[message.pop("case")] = message
+                running = None
+        if all(i in outcomes for i in pending):
+            break
+        if running is None:                    # it ended before its first case: while loading
+            why = ended or "the process ended without a word"
+            tail = "" if ended and ended.startswith("time limit") else f"\nits last output:\n{printed}"
+            return outcomes, f"{', '.join(spec.FILES)} did not load: {why}{tail}"
+        outcomes[running] = {"ended": ended or "the process exited (code 0) in the middle of "
+                                               "this case: os._exit(0)?"}
+        name = spec.CASES[running].name        # the rest of that function would do the same
+        for i in pending:
+            if i not in outcomes and spec.CASES[i].name == name:
+                outcomes[i] = {"ended": "not run: an earlier case of this function ended the process"}
+        pending = [i for i in pending if i not in outcomes]
+    return outcomes, None
+
+
+def _digest(folder: Path, files) -> dict:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() if (folder / name).is_file()
+            else None for name in files}
+
+
+def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
+    """Check the student's files in `folder` against `exercise`'s checks.py; print; 0 is PASS."""
+    spec = _description(exercise)
+    shown = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
+    missing = [name for name in spec.FILES if not (folder / name).is_file()]
+    if missing:
+        print(f"FAIL: {', '.join(missing)} is missing from {shown}/ "
+              f"(git checkout -- {shown}/{missing[0]} brings back the stub)")
+        return 1
+    print(f"Checking {shown}/{', '.join(spec.FILES)} (exercise {exercise.name})\n")
+    before = _digest(folder, spec.FILES)
+    outcomes, load_error = run_cases(exercise, folder, time_limit or spec.TIME_LIMIT_S)
+    problems = [load_error] if load_error else []
+    if _digest(folder, spec.FILES) != before:
+        problems.append("your files changed while they were checked: something in them writes "
+                        "to them (the check never does)")
+    if problems:
+        print("FAIL: " + "\n      ".join(problems))
+        return 1
+
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(spec.CASES):
+        groups.setdefault(case.name, []).append(i)
+    right = todo = 0
+    first = None                               # the first function to work on
+    for name, indices in groups.items():
+        verdict = None
+        for i in indices:
+            case, outcome = spec.CASES[i], outcomes[i]
+            if "value" in outcome:
+                message = spec.judge(case, outcome["value"])
+                if message:
+                    verdict = ("FAIL", case, show(outcome["value"], case.unit), message)
+            elif outcome.get("todo"):
+                verdict = ("todo", case, None, outcome["error"])
+            else:
+                verdict = ("FAIL", case, outcome.get("error") or outcome["ended"], None)
+            if verdict:
+                break
+        if verdict is None:
+            right += 1
+            print(f"  ok    {name:24} {len(indices)} input{'s' * (len(indices) > 1)}")
+            continue
+        status, case, got, message = verdict
+        todo += status == "todo"
+        first = first or name
+        if status == "todo":
+            print(f"  todo  {name:24} {message}")
+            continue
+        print(f"  FAIL  {name:24} {case.call()}" + (f"   [{case.label}]" if case.label else ""))
+        print(f"          expected  {show(case.expected, case.unit)}")
+        print(f"          got       {got}")
+        if message:
+            print(textwrap.fill(message, 92, initial_indent=" " * 10, subsequent_indent=" " * 10))
+    total = len(groups)
+    print()
+    if right == total:
+        print(f"PASS: all {total} functions right, on all {len(spec.CASES)} inputs.")
+        return 0
+    wrong = total - right - todo
+    print(f"FAIL: {right} of {total} right, {wrong} wrong, {todo} not written yet. Next: {first}.")
+    return 1
+
+
+# ------------------------------------------------------------------------ command line ---
+
+def find_exercise(number: str) -> Path | None:
+    """'3', '03' or '03-intensity-math' -> exercises/03-intensity-math, if it has a checks.py."""
+    prefix = number.split("-")[0]
+    prefix = f"{int(prefix):02d}" if prefix.isdigit() else number
+    for folder in sorted((REPO / "exercises").glob(f"{prefix}-*")):
+        if (folder / "checks.py").is_file():
+            return folder
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return _child(Path(argv[1]), Path(argv[2]))
+    parser = argparse.ArgumentParser(prog="python -m kernelcourse.check",
+                                     description="Check an exercise: PASS, or FAIL with what is wrong.")
+    parser.add_argument("exercise", nargs="?", help="its number: 03 (make check EX=03)")
+    parser.add_argument("--solution", action="store_true", help="check the solved twin in solutions/")
+    parser.add_argument("--folder", type=Path, help="check the files in this folder instead")
+    parser.add_argument("--time-limit", type=float, help="seconds per child process")
+    args = parser.parse_args(argv)
+    exercise = find_exercise(args.exercise) if args.exercise else None
+    if exercise is None:
+        have = ", ".join(f.parent.name for f in sorted((REPO / "exercises").glob("*/checks.py")))
+        print(f"which exercise? {'no exercise ' + repr(args.exercise) + ' has a check. ' if args.exercise else ''}"
+              f"These do: {have or 'none yet'}. Example: make check EX=03")
+        return 2
+    folder = args.folder or (REPO / "solutions" / exercise.name if args.solution else exercise)
+    return check(exercise, folder.resolve(), args.time_limit)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,9 @@
+# C's write counted on top of the loads: a different convention from the course's.
+# fails: tiled_bytes tiled_intensity
+# expect: tiled_bytes | you also counted the write of C
+# expect: tiled_intensity | N cancels
+
+
+def tiled_bytes(N, T, element_bytes=4):
+    """Bytes a T x T tiled kernel loads for A and B, for an N x N x N GEMM."""
+    return element_bytes * (2 * N ** 3 // T + N * N)

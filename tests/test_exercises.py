@@ -1,0 +1,162 @@
+"""`python -m kernelcourse.check NN`: the stub FAILs helpfully, each known mistake gets its own
+message, the solution PASSes, and the student's file is never touched, imported or trusted.
+
+Exercise 03 is plain Python, so all of this runs on the CPU in seconds. The known-wrong
+answers are in tests/exercises/03/ (its README says how their headers read).
+"""
+import ast
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelcourse import check
+
+REPO = Path(__file__).resolve().parent.parent
+EXERCISE = REPO / "exercises" / "03-intensity-math"
+SOLUTION = REPO / "solutions" / "03-intensity-math"
+STUB = EXERCISE / "intensity.py"
+VARIANTS = sorted((Path(__file__).resolve().parent / "exercises" / "03").glob("*.py"))
+TIME_LIMIT = "3"     # seconds per child in these tests; the exercise's own limit is 10
+
+
+def run_check(*args):
+    """The check as a student runs it: a separate process, its output and its exit code.
+    (Without PYTHONDONTWRITEBYTECODE, which a student's shell seldom sets: a stray
+    __pycache__ must be the check's own doing to be caught.)"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run([sys.executable, "-m", "kernelcourse.check", *args], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    return result.stdout + result.stderr, result.returncode
+
+
+def functions(path: Path) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+
+
+def blocks(output: str) -> dict[str, tuple[str, str]]:
+    """{function: (status, its report lines, whitespace collapsed)} from the check's output."""
+    found, name = {}, None
+    for line in output.splitlines():
+        match = re.match(r"  (ok|FAIL|todo)  +(\w+)", line)
+        if match:
+            name = match.group(2)
+            found[name] = [match.group(1), line]
+        elif name and line.startswith(" " * 10):
+            found[name][1] += " " + line
+        else:
+            name = None
+    return {name: (status, " ".join(text.split())) for name, (status, text) in found.items()}
+
+
+def header(variant: Path, key: str) -> list[str]:
+    return [line.split(":", 1)[1].strip() for line in variant.read_text().splitlines()
+            if line.startswith(f"# {key}:")]
+
+
+def checked_names() -> list[str]:
+    names = [case.name for case in check._description(EXERCISE).CASES]
+    return list(dict.fromkeys(names))
+
+
+def test_every_function_of_the_stub_is_checked_and_the_solution_has_the_same_ones():
+    stub, solved = functions(STUB), functions(SOLUTION / "intensity.py")
+    assert list(stub) == checked_names() == list(solved)
+    for name, node in stub.items():
+        assert ast.dump(node.args) == ast.dump(solved[name].args), f"{name}: signatures differ"
+        assert ast.get_docstring(node) == ast.get_docstring(solved[name]), f"{name}: docstrings differ"
+
+
+def test_the_stub_fails_with_not_written_yet_for_each_function():
+    out, code = run_check("03", "--time-limit", TIME_LIMIT)
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    report, stub = blocks(out), functions(STUB)
+    assert set(report) == set(stub), out
+    for name, node in stub.items():
+        first_line = ast.get_docstring(node).splitlines()[0]
+        assert report[name] == ("todo", " ".join(f"todo {name} not written yet: {first_line}".split())), out
+    assert "FAIL: 0 of 10 right, 0 wrong, 10 not written yet. Next: gemm_flops." in out
+
+
+def test_the_solution_passes():
+    out, code = run_check("03", "--solution", "--time-limit", TIME_LIMIT)
+    assert code == 0, out
+    assert {status for status, _ in blocks(out).values()} == {"ok"}, out
+    assert len(blocks(out)) == 10, out
+    assert re.search(r"^PASS: all 10 functions right, on all \d+ inputs\.$", out, re.M), out
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.stem for v in VARIANTS])
+def test_a_known_wrong_answer_fails_with_its_own_message(variant, tmp_path):
+    """The solution with the variant's functions appended (a later def replaces an earlier one)."""
+    (tmp_path / "intensity.py").write_text((SOLUTION / "intensity.py").read_text() + "\n\n" + variant.read_text())
+    out, code = run_check("03", "--folder", str(tmp_path), "--time-limit", TIME_LIMIT)
+    assert "Traceback" not in out, out
+    expects = [line.split("|", 1) for line in header(variant, "expect")]
+    loads = [text.strip() for where, text in expects if where.strip() == "LOAD"]
+    if loads:
+        assert code == 1, out
+        fail_line = " ".join(out.split("\nFAIL: ", 1)[1].split())
+        for text in loads:
+            assert text in fail_line, out
+        return
+    fails, todo = (set(" ".join(header(variant, key)).split()) for key in ("fails", "todo"))
+    assert code == (1 if fails | todo else 0), out
+    report = blocks(out)
+    assert set(report) == set(checked_names()), out
+    assert {name for name, (status, _) in report.items() if status == "FAIL"} == fails, out
+    assert {name for name, (status, _) in report.items() if status == "todo"} == todo, out
+    for where, text in expects:
+        assert " ".join(text.split()) in report[where.strip()][1], out
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every path under `folder`, with the hash of each file's bytes."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_the_check_never_changes_the_exercise_folder():
+    """The student's file byte for byte the same, and nothing added beside it (no __pycache__)."""
+    before = snapshot(EXERCISE)
+    stub = hashlib.sha256(STUB.read_bytes()).hexdigest()
+    out, code = run_check("03", "--time-limit", TIME_LIMIT)
+    assert code == 1 and "not written yet" in out, out
+    assert hashlib.sha256(STUB.read_bytes()).hexdigest() == stub
+    assert snapshot(EXERCISE) == before
+
+
+def test_the_students_file_is_never_imported_by_the_judge(tmp_path, capsys):
+    """In-process, as the notebook calls it. The file notes the id of every process that loads
+    it: the child's must be there (the marker works), the judge's must not."""
+    marker = tmp_path / "loaded-by"
+    (tmp_path / "intensity.py").write_text(
+        (SOLUTION / "intensity.py").read_text()
+        + f"\nimport os\nwith open({str(marker)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n")
+    assert check.main(["03", "--folder", str(tmp_path), "--time-limit", TIME_LIMIT]) == 0
+    assert "PASS" in capsys.readouterr().out
+    loaders = marker.read_text().split()
+    assert loaders and str(os.getpid()) not in loaders, loaders
+
+
+def test_an_unknown_exercise_lists_the_ones_that_have_a_check():
+    out, code = run_check("99")
+    assert code == 2, out
+    assert "no exercise '99' has a check" in out and "03-intensity-math" in out, out
+    assert "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("folder", [EXERCISE, SOLUTION], ids=["exercise", "solution"])
+def test_the_notebook_matches_its_script(folder):
+    jupytext = pytest.importorskip("jupytext", reason="jupytext is a dev dependency (make setup installs it)")
+    notebook, script = jupytext.read(folder / "exercise.ipynb"), jupytext.read(folder / "exercise.py")
+    cells = lambda nb: [(c.cell_type, c.source.strip()) for c in nb.cells if c.source.strip()]  # noqa: E731
+    assert cells(notebook) == cells(script), (
+        f"{folder.name}/exercise.ipynb differs from exercise.py: regenerate it with "
+        f".venv/bin/python -m jupytext --quiet --to ipynb {folder.relative_to(REPO)}/exercise.py")
+    assert not [c for c in notebook.cells if c.get("outputs")], "commit notebooks without outputs"
