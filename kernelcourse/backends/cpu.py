@@ -10,14 +10,18 @@ What the emulation gives a student without a GPU, and how:
   * races show: the fibers of a block take their turns in an order that changes from launch
     to launch (forward, reversed, shuffled with a recorded seed), so a missing barrier makes
     results move between identical launches and verify() names it `race`;
-  * out-of-bounds accesses are caught and named: every array sits just before a guard page
-    (an access past its end faults), and the fault's address, instruction and thread come
-    back with the array's name and the kernel's file and line. An array starts on 16 bytes,
-    as float4 loads need, so when its size is not a multiple of 16 bytes an overrun of less
-    than that lands in the slack before the guard page and goes unseen; an access before
-    the start is caught only once it passes the slack of its first page;
+  * out-of-bounds accesses are caught and named: every array sits just before a guard zone
+    as large as itself (an access past its end faults), and the fault's address,
+    instruction and thread come back with the array's name and the kernel's file and line.
+    An array starts on 16 bytes, as float4 loads need, so when its size is not a multiple
+    of 16 bytes an overrun of less than that lands in the slack before the guard and goes
+    unseen; an access before the start is caught only once it passes the slack of its
+    first page;
   * a crash or a hang never takes the caller down: each launch runs in a child process with
-    a time limit, and its death becomes an exception that verify() reports as a verdict.
+    a time limit, which Python waits for (Ctrl-C stops it; the child dies with its caller),
+    and its death becomes an exception that verify() reports as a verdict;
+  * what a GPU would refuse or leave undefined stops the launch with a reason: threads at
+    different barriers, a barrier part of the block never reaches, a stack overflow.
 Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
 """
 from __future__ import annotations
