@@ -17,6 +17,13 @@ What the check must know about one exercise lives in that exercise's folder, in
                         not done yet, raise NotImplementedError("not written yet: ...")
   judge(case, value)    parent: None when the value is right, else a message that teaches
 
+and, optionally (exercise 01 uses them; 03 does not):
+
+  lines(case, value, folder)  parent: the lines to print under the case's ok/FAIL line, in
+                        place of expected/got (a report of many shapes, a compiler's log)
+  NOUN                  what a case's name is, for the summary: "function" by default
+  PASS                  the line to print on a PASS, in place of the default
+
 `--solution` checks the solved twin in solutions/NN-name/ against the same checks.py, and
 `--folder DIR` checks the files in DIR (an instructor's copy, a test's known-wrong variant).
 The student's files are hashed before and after: the check never writes them.
@@ -240,6 +247,8 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
         groups.setdefault(case.name, []).append(i)
     right = todo = 0
     first = None                               # the first function to work on
+    noun = getattr(spec, "NOUN", "function")
+    detail = getattr(spec, "lines", None)
     for name, indices in groups.items():
         verdict = None
         for i in indices:
@@ -256,6 +265,10 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
                 break
         if verdict is None:
             right += 1
+            if detail:
+                print(f"  ok    {name:24} [{spec.CASES[indices[0]].label}]")
+                _print_lines(detail(spec.CASES[indices[0]], outcomes[indices[0]]["value"], folder))
+                continue
             print(f"  ok    {name:24} {len(indices)} input{'s' * (len(indices) > 1)}")
             continue
         status, case, got, message = verdict
@@ -263,6 +276,10 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
         first = first or name
         if status == "todo":
             print(f"  todo  {name:24} {message}")
+            continue
+        if detail and "value" in outcomes[spec.CASES.index(case)]:
+            print(f"  FAIL  {name:24} [{case.label}]")
+            _print_lines(detail(case, outcomes[spec.CASES.index(case)]["value"], folder))
             continue
         print(f"  FAIL  {name:24} {case.call()}" + (f"   [{case.label}]" if case.label else ""))
         print(f"          expected  {show(case.expected, case.unit)}")
@@ -272,11 +289,20 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
     total = len(groups)
     print()
     if right == total:
-        print(f"PASS: all {total} functions right, on all {len(spec.CASES)} inputs.")
+        print(getattr(spec, "PASS", None) or f"PASS: all {total} {noun}s right, on all {len(spec.CASES)} inputs.")
         return 0
     wrong = total - right - todo
     print(f"FAIL: {right} of {total} right, {wrong} wrong, {todo} not written yet. Next: {first}.")
     return 1
+
+
+def _print_lines(lines) -> None:
+    """An exercise's own report lines, under its case: prose wrapped, indented lines as they are."""
+    for line in lines:
+        if line.startswith(" "):
+            print(" " * 10 + line)
+        else:
+            print(textwrap.fill(line, 96, initial_indent=" " * 10, subsequent_indent=" " * 12))
 
 
 # ------------------------------------------------------------------------ command line ---

@@ -63,6 +63,7 @@ class ShapeResult:
     bad: int = 0                        # elements beyond tolerance (NaN included)
     bad_rows: tuple = ()                # first and last row with a bad element
     bad_cols: tuple = ()
+    first_bad: tuple = ()               # (row, col, expected, got) of the first bad element
     oob_before: int = 0                 # canary elements overwritten before C
     oob_after: int = 0                  # ... and after C
     moved: bool = False                 # repeated runs differ
@@ -153,6 +154,8 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
     if result.bad:
         rows, cols = np.nonzero(bad)
         result.bad_rows, result.bad_cols = (int(rows.min()), int(rows.max())), (int(cols.min()), int(cols.max()))
+        r, c = int(rows[0]), int(cols[0])          # row-major order: the first in memory
+        result.first_bad = (r, c, float(ref[r, c]), float(C[r, c]))
     return result
 
 

@@ -160,3 +160,79 @@ def test_the_notebook_matches_its_script(folder):
         f"{folder.name}/exercise.ipynb differs from exercise.py: regenerate it with "
         f".venv/bin/python -m jupytext --quiet --to ipynb {folder.relative_to(REPO)}/exercise.py")
     assert not [c for c in notebook.cells if c.get("outputs")], "commit notebooks without outputs"
+
+
+# ------------------------------------------------------------------ exercise 01: tiled matmul ---
+# The C kernel runs on the backend get_backend('auto') gives (cpu here: CPU emulation) and the
+# Triton twin in the interpreter, both on the CPU suite: about 10 s a check. The known-wrong
+# variants are in tests/exercises/01/ (its README says how their headers read).
+
+EXERCISE_01 = REPO / "exercises" / "01-tiled-matmul"
+SOLUTION_01 = REPO / "solutions" / "01-tiled-matmul"
+VARIANTS_01 = sorted(p for p in (Path(__file__).resolve().parent / "exercises" / "01").iterdir()
+                     if p.suffix in (".cu", ".py"))
+FILE_FOR = {".cu": "tiled.cu", ".py": "tiled_triton.py"}
+
+
+def case_block(output: str, name: str) -> tuple[str, str]:
+    """(status, the case's report, whitespace collapsed) for one file of exercise 01."""
+    status, text = None, []
+    for line in output.splitlines():
+        match = re.match(r"  (ok|FAIL|todo)  +(\S+)", line)
+        if status and not line.startswith(" " * 10):
+            break                                   # the end of its block
+        if match and match.group(2) == name:
+            status, text = match.group(1), [line]
+        elif status:
+            text.append(line)
+    return status, " ".join(" ".join(text).split())
+
+
+def test_01_the_stubs_fail_with_a_message_and_are_left_unchanged():
+    before = snapshot(EXERCISE_01)
+    out, code = run_check("01")
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    for name in FILE_FOR.values():
+        status, text = case_block(out, name)
+        assert status == "FAIL", out
+        assert "C came out 0 everywhere: nothing is added to acc yet." in text, out
+    assert "C kernel on the cpu backend (CPU emulation)" in out, out
+    assert "Triton twin in Triton's interpreter (CPU)" in out, out
+    assert "FAIL: 0 of 2 right, 2 wrong, 0 not written yet. Next: tiled.cu." in out, out
+    assert snapshot(EXERCISE_01) == before, "the check changed the exercise folder"
+
+
+def test_01_the_solution_passes():
+    out, code = run_check("01", "--solution")
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert [case_block(out, name)[0] for name in FILE_FOR.values()] == ["ok", "ok"], out
+    assert out.rstrip().splitlines()[-1].startswith("PASS: tiled.cu and tiled_triton.py"), out
+
+
+@pytest.mark.parametrize("variant", VARIANTS_01, ids=[v.name for v in VARIANTS_01])
+def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, tmp_path):
+    for name in FILE_FOR.values():
+        (tmp_path / name).write_bytes((SOLUTION_01 / name).read_bytes())
+    target = FILE_FOR[variant.suffix]
+    (tmp_path / target).write_bytes(variant.read_bytes())
+    expect = variant.read_text().splitlines()[0].split("expect:", 1)[1].strip()
+    out, code = run_check("01", "--folder", str(tmp_path))
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    other = next(n for n in FILE_FOR.values() if n != target)
+    assert case_block(out, other)[0] == "ok", out
+    status, text = case_block(out, target)
+    assert status == "FAIL", out
+    if expect == "compile":
+        assert "the compiler's log:" in text and f"{target}:" in text and "error" in text, out
+        return
+    assert f"cause: {expect}" in text, out
+    assert "first shape that failed:" in text and "diagnosis:" in text and "look at:" in text, out
+    assert re.search(rf"{re.escape(target)}:\d+:", text), out      # a line of the file to look at
+
+
+@pytest.mark.parametrize("folder", [EXERCISE_01, SOLUTION_01], ids=["exercise", "solution"])
+def test_01_the_notebook_matches_its_script(folder):
+    test_the_notebook_matches_its_script(folder)
