@@ -236,3 +236,80 @@ def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, tmp_path):
 @pytest.mark.parametrize("folder", [EXERCISE_01, SOLUTION_01], ids=["exercise", "solution"])
 def test_01_the_notebook_matches_its_script(folder):
     test_the_notebook_matches_its_script(folder)
+
+
+# ----------------------------------------------------------------- exercise 02: ragged dims ---
+# One C file, three shapes on the cpu backend: about 4 s a check. The shipped kernel has two
+# boundary faults and passes two of the three shapes; tests/exercises/02/ holds it with one
+# fault fixed (its README says how their headers read).
+
+EXERCISE_02 = REPO / "exercises" / "02-ragged-dims"
+SOLUTION_02 = REPO / "solutions" / "02-ragged-dims"
+VARIANTS_02 = sorted((Path(__file__).resolve().parent / "exercises" / "02").glob("*.cu"))
+SHAPES_02 = ("64x64x64", "70x64x64", "64x50x80")
+
+
+def shape_verdicts(text: str) -> dict[str, str]:
+    """{shape: 'ok' or 'FAIL'} from the 'the three shapes:' lines of a report."""
+    return dict((shape, status) for status, shape in re.findall(r"(ok|FAIL) +(\d+x\d+x\d+) ", text))
+
+
+def test_02_the_shipped_kernel_fails_two_of_three_with_store_guard_and_is_left_unchanged():
+    before = snapshot(EXERCISE_02)
+    out, code = run_check("02")
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    status, text = case_block(out, "tiled_faulty.cu")
+    assert status == "FAIL", out
+    assert "C kernel on the cpu backend (CPU emulation), ragged-dims suite" in text, out
+    assert "2 of 3 shapes right; cause: store_guard" in text, out
+    assert "first shape that failed: 64x50x80 (N and K ragged)" in text, out
+    assert "past the end of C on 64x50x80" in text, out
+    assert re.search(r"tiled_faulty\.cu:\d+: if \(row < M\)", text), out    # the half guard shown
+    assert shape_verdicts(text) == dict(zip(SHAPES_02, ("ok", "ok", "FAIL"))), out
+    assert "FAIL: 0 of 1 right, 1 wrong, 0 not written yet. Next: tiled_faulty.cu." in out, out
+    assert snapshot(EXERCISE_02) == before, "the check changed the exercise folder"
+
+
+def test_02_the_solution_passes():
+    out, code = run_check("02", "--solution")
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    status, text = case_block(out, "tiled_faulty.cu")
+    assert status == "ok" and "all 3 shapes right" in text, out
+    assert out.rstrip().splitlines()[-1].startswith("PASS: tiled_faulty.cu gives C = A @ B on all three shapes"), out
+
+
+@pytest.mark.parametrize("variant", VARIANTS_02, ids=[v.stem for v in VARIANTS_02])
+def test_02_a_half_fixed_kernel_still_fails_with_the_other_cause(variant, tmp_path):
+    (tmp_path / "tiled_faulty.cu").write_bytes(variant.read_bytes())
+    expect = variant.read_text().splitlines()[0].split("expect:", 1)[1].strip()
+    out, code = run_check("02", "--folder", str(tmp_path))
+    assert code == 1, out
+    assert "Traceback" not in out, out
+    status, text = case_block(out, "tiled_faulty.cu")
+    assert status == "FAIL", out
+    assert f"2 of 3 shapes right; cause: {expect}" in text, out
+    assert "diagnosis:" in text and "look at:" in text, out
+    assert shape_verdicts(text) == dict(zip(SHAPES_02, ("ok", "ok", "FAIL"))), out
+
+
+def test_02_the_variants_are_the_shipped_file_with_one_fault_fixed():
+    """Each half-fixed variant differs from the shipped file only in its header and in the lines
+    of one fault; the solution differs in both faults' lines (and its comments)."""
+    shipped = (EXERCISE_02 / "tiled_faulty.cu").read_text().splitlines()
+    assert {v.stem for v in VARIANTS_02} == {"fixed_zero_fill_only", "fixed_store_only"}
+    for variant in VARIANTS_02:
+        lines = variant.read_text().splitlines()[2:]
+        changed = [line.strip() for line in lines if line not in shipped]
+        if variant.stem == "fixed_store_only":
+            assert changed == ["if (row < M && col < N)"], changed
+        else:
+            assert len(changed) == 2 and all(": 0.0f;" in line for line in changed), changed
+    solved = (SOLUTION_02 / "tiled_faulty.cu").read_text()
+    assert solved.count(": 0.0f;") == 2 and "if (row < M && col < N)" in solved
+
+
+@pytest.mark.parametrize("folder", [EXERCISE_02, SOLUTION_02], ids=["exercise", "solution"])
+def test_02_the_notebook_matches_its_script(folder):
+    test_the_notebook_matches_its_script(folder)

@@ -1,0 +1,103 @@
+"""What `make check EX=02` needs to know about this exercise. Read by kernelcourse/check.py.
+
+Not a file to edit. One case: tiled_faulty.cu, compiled with the backend
+`get_backend('auto')` gives (the cpu backend, CPU emulation, on a machine without a GPU;
+BACKEND=cpu|cuda|hip picks one) and run through `verify()` on a suite of its own: three
+shapes, chosen so that each boundary fault shows on exactly one of them. As shipped, the
+kernel passes two of the three.
+
+Exercise 01's checks.py does the judging and the report (its judge, lines and LOOK); it is
+loaded here by path, so the two exercises print the same way.
+"""
+import dataclasses
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from kernelcourse.check import Case
+from kernelcourse.gemm import Shape, Suite
+
+
+def _exercise_01():
+    path = Path(__file__).resolve().parent.parent / "01-tiled-matmul" / "checks.py"
+    spec = importlib.util.spec_from_file_location("checks_01_for_02", path)
+    module = importlib.util.module_from_spec(spec)
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
+    return module
+
+
+_01 = _exercise_01()
+
+FILES = ("tiled_faulty.cu",)
+TIME_LIMIT_S = 120         # a hung launch on the cpu backend is stopped after 60 s
+NOUN = "file"
+
+CASES = [Case("tiled_faulty.cu", label="the C kernel, sgemm_tiled")]
+
+# TILE is 32: each dimension is aligned or ragged with respect to 32.
+SUITE = Suite("ragged-dims", 32, (
+    Shape(64, 64, 64, "square, every dimension a multiple of the tile"),
+    Shape(70, 64, 64, "M ragged only"),
+    Shape(64, 50, 80, "N and K ragged"),
+))
+
+LOOK = dict(_01.LOOK, **{"tiled_faulty.cu": _01.LOOK["tiled.cu"]})
+_01.LOOK.update(LOOK)      # _01.lines looks a file up in its own LOOK, by the case's name
+
+
+# ---------------------------------------------------------------------------- the child ---
+
+def load(folder: Path):
+    return Path(folder)
+
+
+def run(folder: Path, case: Case):
+    from kernelcourse import rungs
+    from kernelcourse.backends import get_backend
+    from kernelcourse.backends.compile_only import CompileError
+    from kernelcourse.verify import verify
+
+    choice = os.environ.get("BACKEND", "auto")
+    backend = get_backend(choice if choice in ("cpu", "cuda", "hip") else "auto")
+    ran = (f"C kernel on the {backend.name} backend"
+           + (" (CPU emulation)" if backend.name == "cpu" else f" ({backend.device.name})"
+              if getattr(backend, "device", None) else ""))
+    rung = dataclasses.replace(rungs.RUNG["tiled"], source=folder / case.name)
+    try:
+        impl = rung.c_impl(backend)
+    except CompileError as exc:
+        return {"ran": ran, "compile_error": str(exc)}
+    impl.name = f"your {case.name}"
+    report = verify(impl, SUITE, verbose=False)
+    return {
+        "ran": ran, "suite": SUITE.name, "cause": report.cause, "diagnosis": report.diagnosis,
+        "passed": report.passed,
+        "shapes": [{"shape": str(r.shape), "why": r.shape.why, "passed": r.passed,
+                    "rel_error": r.rel_error, "crash": r.crash, "moved": r.moved,
+                    "first_bad": list(r.first_bad), "bad_rows": list(r.bad_rows),
+                    "bad_cols": list(r.bad_cols)} for r in report.results],
+    }
+
+
+# --------------------------------------------------------------------------- the parent ---
+
+judge = _01.judge
+
+
+def lines(case: Case, value, folder: Path) -> list[str]:
+    """Exercise 01's report, then one line per shape: which passed and which did not."""
+    out = _01.lines(case, value, folder)
+    if "shapes" in value and not value["passed"]:
+        out.append("the three shapes:")
+        out.extend(f"  {'ok  ' if s['passed'] else 'FAIL'}  {s['shape']:>9}  {s['why']}"
+                   for s in value["shapes"])
+    return out
+
+
+PASS = ("PASS: tiled_faulty.cu gives C = A @ B on all three shapes, aligned and ragged "
+        "(within fp32 tolerance, the same on every run, nothing written outside C).")
