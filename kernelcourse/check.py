@@ -97,7 +97,7 @@ def _child(exercise: Path, folder: Path) -> int:
         results.write(json.dumps(message, default=_plain) + "\n")
         results.flush()
 
-    spec = _description(exercise)
+    spec = description(exercise)
     indices = json.loads(sys.stdin.read())
     try:
         loaded = spec.load(folder)
@@ -139,7 +139,7 @@ def _explain(exc: BaseException, folder: Path) -> str:
 
 # --------------------------------------------------------------------------- the parent ---
 
-def _description(exercise: Path):
+def description(exercise: Path):
     """The exercise's checks.py, loaded without leaving a __pycache__ in the student's folder."""
     spec = importlib.util.spec_from_file_location(f"checks_{exercise.name.replace('-', '_')}",
                                                   exercise / "checks.py")
@@ -187,7 +187,7 @@ def _exit_status(code: int) -> str:
 def run_cases(exercise: Path, folder: Path, time_limit: float):
     """Every case's outcome ({'value': v}, {'error': line, 'todo': bool} or {'ended': why}),
     or the reason the files could not be loaded at all."""
-    spec = _description(exercise)
+    spec = description(exercise)
     outcomes: dict[int, dict] = {}
     pending = list(range(len(spec.CASES)))
     while pending:
@@ -224,7 +224,7 @@ def _digest(folder: Path, files) -> dict:
 
 def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
     """Check the student's files in `folder` against `exercise`'s checks.py; print; 0 is PASS."""
-    spec = _description(exercise)
+    spec = description(exercise)
     shown = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
     missing = [name for name in spec.FILES if not (folder / name).is_file()]
     if missing:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import exercise_variants as variants
 from kernelcourse import check
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def header(variant: Path, key: str) -> list[str]:
 
 
 def checked_names() -> list[str]:
-    names = [case.name for case in check._description(EXERCISE).CASES]
+    names = [case.name for case in check.description(EXERCISE).CASES]
     return list(dict.fromkeys(names))
 
 
@@ -165,13 +166,11 @@ def test_the_notebook_matches_its_script(folder):
 # ------------------------------------------------------------------ exercise 01: tiled matmul ---
 # The C kernel runs on the backend get_backend('auto') gives (cpu here: CPU emulation) and the
 # Triton twin in the interpreter, both on the CPU suite: about 10 s a check. The known-wrong
-# variants are in tests/exercises/01/ (its README says how their headers read).
+# variants are edits of the solution (tests/exercises/variants.py).
 
 EXERCISE_01 = REPO / "exercises" / "01-tiled-matmul"
 SOLUTION_01 = REPO / "solutions" / "01-tiled-matmul"
-VARIANTS_01 = sorted(p for p in (Path(__file__).resolve().parent / "exercises" / "01").iterdir()
-                     if p.suffix in (".cu", ".py"))
-FILE_FOR = {".cu": "tiled.cu", ".py": "tiled_triton.py"}
+FILES_01 = ("tiled.cu", "tiled_triton.py")
 
 
 def case_block(output: str, name: str) -> tuple[str, str]:
@@ -193,7 +192,7 @@ def test_01_the_stubs_fail_with_a_message_and_are_left_unchanged():
     out, code = run_check("01")
     assert code == 1, out
     assert "Traceback" not in out, out
-    for name in FILE_FOR.values():
+    for name in FILES_01:
         status, text = case_block(out, name)
         assert status == "FAIL", out
         assert "C came out 0 everywhere: nothing is added to acc yet." in text, out
@@ -207,21 +206,20 @@ def test_01_the_solution_passes():
     out, code = run_check("01", "--solution")
     assert code == 0, out
     assert "Traceback" not in out, out
-    assert [case_block(out, name)[0] for name in FILE_FOR.values()] == ["ok", "ok"], out
+    assert [case_block(out, name)[0] for name in FILES_01] == ["ok", "ok"], out
     assert out.rstrip().splitlines()[-1].startswith("PASS: tiled.cu and tiled_triton.py"), out
 
 
-@pytest.mark.parametrize("variant", VARIANTS_01, ids=[v.name for v in VARIANTS_01])
+@pytest.mark.parametrize("variant", variants.EXERCISE_01, ids=lambda v: v.name)
 def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, tmp_path):
-    for name in FILE_FOR.values():
+    for name in FILES_01:
         (tmp_path / name).write_bytes((SOLUTION_01 / name).read_bytes())
-    target = FILE_FOR[variant.suffix]
-    (tmp_path / target).write_bytes(variant.read_bytes())
-    expect = variant.read_text().splitlines()[0].split("expect:", 1)[1].strip()
+    target, expect = variant.file, variant.expect
+    (tmp_path / target).write_text(variant.apply((SOLUTION_01 / target).read_text()))
     out, code = run_check("01", "--folder", str(tmp_path))
     assert code == 1, out
     assert "Traceback" not in out, out
-    other = next(n for n in FILE_FOR.values() if n != target)
+    other = next(n for n in FILES_01 if n != target)
     assert case_block(out, other)[0] == "ok", out
     status, text = case_block(out, target)
     assert status == "FAIL", out
@@ -240,12 +238,11 @@ def test_01_the_notebook_matches_its_script(folder):
 
 # ----------------------------------------------------------------- exercise 02: ragged dims ---
 # One C file, three shapes on the cpu backend: about 4 s a check. The shipped kernel has two
-# boundary faults and passes two of the three shapes; tests/exercises/02/ holds it with one
-# fault fixed (its README says how their headers read).
+# boundary faults and passes two of the three shapes; tests/exercises/variants.py holds it
+# with one fault fixed.
 
 EXERCISE_02 = REPO / "exercises" / "02-ragged-dims"
 SOLUTION_02 = REPO / "solutions" / "02-ragged-dims"
-VARIANTS_02 = sorted((Path(__file__).resolve().parent / "exercises" / "02").glob("*.cu"))
 SHAPES_02 = ("64x64x64", "70x64x64", "64x50x80")
 
 
@@ -280,10 +277,11 @@ def test_02_the_solution_passes():
     assert out.rstrip().splitlines()[-1].startswith("PASS: tiled_faulty.cu gives C = A @ B on all three shapes"), out
 
 
-@pytest.mark.parametrize("variant", VARIANTS_02, ids=[v.stem for v in VARIANTS_02])
+@pytest.mark.parametrize("variant", variants.EXERCISE_02, ids=lambda v: v.name)
 def test_02_a_half_fixed_kernel_still_fails_with_the_other_cause(variant, tmp_path):
-    (tmp_path / "tiled_faulty.cu").write_bytes(variant.read_bytes())
-    expect = variant.read_text().splitlines()[0].split("expect:", 1)[1].strip()
+    shipped = (EXERCISE_02 / variant.file).read_text()
+    (tmp_path / variant.file).write_text(variant.apply(shipped))
+    expect = variant.expect
     out, code = run_check("02", "--folder", str(tmp_path))
     assert code == 1, out
     assert "Traceback" not in out, out
@@ -294,18 +292,13 @@ def test_02_a_half_fixed_kernel_still_fails_with_the_other_cause(variant, tmp_pa
     assert shape_verdicts(text) == dict(zip(SHAPES_02, ("ok", "ok", "FAIL"))), out
 
 
-def test_02_the_variants_are_the_shipped_file_with_one_fault_fixed():
-    """Each half-fixed variant differs from the shipped file only in its header and in the lines
-    of one fault; the solution differs in both faults' lines (and its comments)."""
-    shipped = (EXERCISE_02 / "tiled_faulty.cu").read_text().splitlines()
-    assert {v.stem for v in VARIANTS_02} == {"fixed_zero_fill_only", "fixed_store_only"}
-    for variant in VARIANTS_02:
-        lines = variant.read_text().splitlines()[2:]
-        changed = [line.strip() for line in lines if line not in shipped]
-        if variant.stem == "fixed_store_only":
-            assert changed == ["if (row < M && col < N)"], changed
-        else:
-            assert len(changed) == 2 and all(": 0.0f;" in line for line in changed), changed
+def test_02_the_solution_fixes_both_faults_the_variants_fix_one_each():
+    shipped = (EXERCISE_02 / "tiled_faulty.cu").read_text()
+    assert {v.name for v in variants.EXERCISE_02} == {"fixed_zero_fill_only", "fixed_store_only"}
+    assert shipped.count(": 0.0f;") == 0 and "if (row < M && col < N)" not in shipped
+    for variant in variants.EXERCISE_02:
+        fixed = variant.apply(shipped)
+        assert (fixed.count(": 0.0f;") == 2) != ("if (row < M && col < N)" in fixed), variant.name
     solved = (SOLUTION_02 / "tiled_faulty.cu").read_text()
     assert solved.count(": 0.0f;") == 2 and "if (row < M && col < N)" in solved
 

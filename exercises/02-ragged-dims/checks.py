@@ -10,28 +10,14 @@ Exercise 01's checks.py does the judging and the report (its judge, lines and LO
 loaded here by path, so the two exercises print the same way.
 """
 import dataclasses
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
-from kernelcourse.check import Case
+from kernelcourse.check import Case, description
 from kernelcourse.gemm import Shape, Suite
 
 
-def _exercise_01():
-    path = Path(__file__).resolve().parent.parent / "01-tiled-matmul" / "checks.py"
-    spec = importlib.util.spec_from_file_location("checks_01_for_02", path)
-    module = importlib.util.module_from_spec(spec)
-    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = writes
-    return module
-
-
-_01 = _exercise_01()
+_01 = description(Path(__file__).resolve().parent.parent / "01-tiled-matmul")   # reused
 
 FILES = ("tiled_faulty.cu",)
 TIME_LIMIT_S = 120         # a hung launch on the cpu backend is stopped after 60 s
