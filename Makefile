@@ -3,13 +3,16 @@
 #                                 CUDA_MAJOR=, ROCM_VERSION=, TORCH_INDEX=<url>|pypi override)
 #   make lab                      run the ladder lab with the backend this machine supports
 #   make run-lab LAB=03 BACKEND=cuda SIZE=4096
-#   make check EX=03              check your answers to an exercise (SOLUTION=1: the solution twin)
+#   make check EX=01              check your answers to an exercise (SOLUTION=1: the solution twin;
+#                                 BACKEND=cpu|cuda|hip: where C kernels run; SANITIZE=1: and under
+#                                 compute-sanitizer's memcheck and racecheck, on an NVIDIA GPU)
 #   make test                     the CPU suite and the notebooks (what CI runs)
 #   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                open the lab notebooks in JupyterLab
 #   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
+#   make figures                  redraw the module's figures in modules/figures (CPU only)
 # PYTHON=python3 uses an existing interpreter instead of the course's .venv (no set-up).
 
 LAB ?= 04
@@ -21,7 +24,7 @@ PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
 HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-.PHONY: setup lab run-lab check doctor test test-gpu hip-python-versions notebooks sync-notebooks clean
+.PHONY: setup lab run-lab check doctor test test-gpu hip-python-versions notebooks sync-notebooks figures clean
 
 setup: $(STAMP)
 
@@ -36,7 +39,8 @@ run-lab: $(SETUP)
 	$(PYTHON) -m kernelcourse run-lab $(LAB) --backend $(BACKEND) $(if $(SIZE),--size $(SIZE))
 
 check: $(SETUP)
-	$(PYTHON) -m kernelcourse.check $(EX) $(if $(filter 1,$(SOLUTION)),--solution)
+	$(PYTHON) -m kernelcourse.check $(EX) --backend $(BACKEND) $(if $(filter 1,$(SOLUTION)),--solution) \
+	  $(if $(filter 1,$(SANITIZE)),--sanitize)
 
 doctor: $(SETUP)
 	$(PYTHON) -m kernelcourse doctor
@@ -71,7 +75,10 @@ notebooks: $(SETUP)
 	$(PYTHON) -m jupyterlab labs
 
 sync-notebooks: $(SETUP)
-	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --to ipynb $$f; done
+	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --update --to ipynb $$f; done
+
+figures: $(SETUP)
+	$(PYTHON) -m kernelcourse.figures modules/figures
 
 clean:
 	rm -rf build .pytest_cache $${KERNELCOURSE_CACHE:-$$HOME/.cache/kernelcourse}

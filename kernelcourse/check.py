@@ -23,9 +23,17 @@ and, optionally (exercise 01 uses them; 03 does not):
                         place of expected/got (a report of many shapes, a compiler's log)
   NOUN                  what a case's name is, for the summary: "function" by default
   PASS                  the line to print on a PASS, in place of the default
+  SANITIZE              the cases whose GPU kernels `--sanitize` runs under compute-sanitizer
 
-`--solution` checks the solved twin in solutions/NN-name/ against the same checks.py, and
-`--folder DIR` checks the files in DIR (an instructor's copy, a test's known-wrong variant).
+A case that runs C kernels takes its backend from `c_backend()` (the `--backend` the student
+chose; `auto` by default) and its suite from `suite_for(backend)`, which is small under the
+sanitizer.
+
+`--solution` checks the solved twin in solutions/NN-name/ against the same checks.py,
+`--folder DIR` checks the files in DIR (an instructor's copy, a test's known-wrong variant),
+`--backend cpu|cuda|hip` picks where the C kernels run, and `--sanitize` (SANITIZE=1) runs
+the SANITIZE cases again under compute-sanitizer's memcheck, then its racecheck, on an
+NVIDIA GPU, and reports what they find with file and line (kernelcourse/sanitizer.py).
 The student's files are hashed before and after: the check never writes them.
 """
 from __future__ import annotations
@@ -47,6 +55,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUT_LIMIT = 16 << 20          # bytes the student's code may print (or write to a file) in the child
+BACKENDS = ("auto", "cpu", "cuda", "hip")
+BACKEND_VAR = "KERNELCOURSE_CHECK_BACKEND"      # parent to child: the --backend chosen
+SANITIZER_VAR = "KERNELCOURSE_CHECK_SANITIZER"  # parent to child: the tool it runs under
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,28 @@ def load_python(path: Path):
 
 # ---------------------------------------------------------------------------- the child ---
 
+def c_backend():
+    """Child side: the backend the C kernels run on, and a line saying what that is."""
+    from kernelcourse.backends import get_backend
+    backend = get_backend(os.environ.get(BACKEND_VAR, "auto"))
+    device = getattr(backend, "device", None)
+    where = " (CPU emulation)" if backend.name == "cpu" else f" ({device.name})" if device else ""
+    return backend, f"C kernel on the {backend.name} backend{where}"
+
+
+def sanitizer_tool() -> str | None:
+    """Child side: the compute-sanitizer tool this child runs under, or None."""
+    return os.environ.get(SANITIZER_VAR) or None
+
+
+def suite_for(backend):
+    """Child side: the suite a C kernel is verified on. Under the sanitizer, the CPU suite's
+    small shapes (every kind of raggedness, and the tools run 10-100x slower); else the
+    backend's own (the GPU suite on a GPU)."""
+    from kernelcourse import gemm
+    return gemm.CPU_SUITE if sanitizer_tool() else gemm.default_suite(backend.on_gpu)
+
+
 def _child(exercise: Path, folder: Path) -> int:
     """Load the student's files, run the cases named on stdin, one JSON line per event."""
     results = os.fdopen(os.dup(1), "w")      # a private copy of stdout carries the results;
@@ -99,6 +132,9 @@ def _child(exercise: Path, folder: Path) -> int:
 
     spec = description(exercise)
     indices = json.loads(sys.stdin.read())
+    if sanitizer_tool():                     # every array its own cudaMalloc: memcheck knows
+        import cupy                          # its size, and --padding fences each one
+        cupy.cuda.set_allocator(None)
     try:
         loaded = spec.load(folder)
     except BaseException as exc:             # SyntaxError, ImportError, SystemExit, ...
@@ -152,11 +188,15 @@ def description(exercise: Path):
     return module
 
 
-def _run_child(exercise: Path, folder: Path, indices: list[int], time_limit: float):
-    """One child over `indices`: the messages it sent, and why it ended early (None: it did not)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+def _run_child(exercise: Path, folder: Path, indices: list[int], time_limit: float,
+               wrap: tuple[str, ...], env: dict):
+    """One child over `indices` (its command line after `wrap`, e.g. a sanitizer's): the
+    messages it sent, and why it ended early (None: it did not)."""
+    env = dict(os.environ, **env,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryFile() as log:
-        child = subprocess.Popen([sys.executable, "-m", "kernelcourse.check", "--child", str(exercise), str(folder)],
+        child = subprocess.Popen([*wrap, sys.executable, "-m", "kernelcourse.check", "--child",
+                                  str(exercise), str(folder)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO,
                                  env=env, start_new_session=True, text=True)
         try:
@@ -184,14 +224,15 @@ def _exit_status(code: int) -> str:
     return f"the process exited with code {code} (os._exit, sys.exit in a thread, or a crash)"
 
 
-def run_cases(exercise: Path, folder: Path, time_limit: float):
+def run_cases(exercise: Path, folder: Path, time_limit: float, indices: list[int] | None = None,
+              wrap: tuple[str, ...] = (), env: dict | None = None):
     """Every case's outcome ({'value': v}, {'error': line, 'todo': bool} or {'ended': why}),
-    or the reason the files could not be loaded at all."""
+    or the reason the files could not be loaded at all. `indices`: only these cases."""
     spec = description(exercise)
     outcomes: dict[int, dict] = {}
-    pending = list(range(len(spec.CASES)))
+    pending = list(range(len(spec.CASES))) if indices is None else list(indices)
     while pending:
-        messages, ended, printed = _run_child(exercise, folder, pending, time_limit)
+        messages, ended, printed = _run_child(exercise, folder, pending, time_limit, wrap, env or {})
         running = None
         for message in messages:
             if "load_error" in message:
@@ -222,9 +263,11 @@ def _digest(folder: Path, files) -> dict:
             else None for name in files}
 
 
-def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
+def check(exercise: Path, folder: Path, time_limit: float | None = None, backend: str = "auto",
+          sanitize: bool = False) -> int:
     """Check the student's files in `folder` against `exercise`'s checks.py; print; 0 is PASS."""
     spec = description(exercise)
+    env = {BACKEND_VAR: backend}
     shown = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
     missing = [name for name in spec.FILES if not (folder / name).is_file()]
     if missing:
@@ -233,7 +276,8 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
         return 1
     print(f"Checking {shown}/{', '.join(spec.FILES)} (exercise {exercise.name})\n")
     before = _digest(folder, spec.FILES)
-    outcomes, load_error = run_cases(exercise, folder, time_limit or spec.TIME_LIMIT_S)
+    time_limit = time_limit or spec.TIME_LIMIT_S
+    outcomes, load_error = run_cases(exercise, folder, time_limit, env=env)
     problems = [load_error] if load_error else []
     if _digest(folder, spec.FILES) != before:
         problems.append("your files changed while they were checked: something in them writes "
@@ -287,13 +331,79 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None) -> int:
         if message:
             print(textwrap.fill(message, 92, initial_indent=" " * 10, subsequent_indent=" " * 10))
     total = len(groups)
+    found = _sanitize(exercise, folder, spec, time_limit, backend) if sanitize else []
+    if _digest(folder, spec.FILES) != before:
+        found.append("your files changed while they were checked")
     print()
-    if right == total:
+    if right == total and not found:
         print(getattr(spec, "PASS", None) or f"PASS: all {total} {noun}s right, on all {len(spec.CASES)} inputs.")
         return 0
+    if right == total:
+        print(f"FAIL: the results are right, but {'; '.join(found)}.")
+        return 1
     wrong = total - right - todo
-    print(f"FAIL: {right} of {total} right, {wrong} wrong, {todo} not written yet. Next: {first}.")
+    also = f" And {'; '.join(found)}." if found else ""
+    print(f"FAIL: {right} of {total} right, {wrong} wrong, {todo} not written yet. Next: {first}.{also}")
     return 1
+
+
+def _sanitize(exercise: Path, folder: Path, spec, time_limit: float, backend: str) -> list[str]:
+    """The SANITIZE cases again, under memcheck and then racecheck; their findings printed.
+    Returns what they found, one phrase per tool, for the verdict."""
+    from kernelcourse import sanitizer
+    from kernelcourse.device import DeviceDetectionError, detect
+    def say(text):
+        print(textwrap.fill("SANITIZE=1: " + text, 92, subsequent_indent="  "))
+    print()
+    names = getattr(spec, "SANITIZE", ())
+    if not names:
+        say(f"exercise {exercise.name} runs no GPU kernel: nothing for compute-sanitizer to check.")
+        return []
+    try:
+        vendor = detect().vendor
+    except DeviceDetectionError as exc:
+        vendor = f"none usable ({exc})"
+    if vendor != "nvidia" or backend not in ("auto", "cuda"):
+        say("compute-sanitizer checks kernels on an NVIDIA GPU, with the cuda backend; "
+            + (f"this check ran on BACKEND={backend}. " if backend not in ("auto", "cuda") else
+               f"this machine has {'an AMD GPU' if vendor == 'amd' else 'no NVIDIA GPU'}. ")
+            + "Nothing was sanitized."
+            + (" What ran above on the cpu backend already names every access outside an array "
+               "and changes the threads' order from launch to launch to expose races: the "
+               "sanitizer's two checks, by other means." if vendor != "amd" else ""))
+        return []
+    exe = sanitizer.executable()
+    if exe is None:
+        say("compute-sanitizer is not on PATH, nor in $CUDA_HOME/bin: it ships with the CUDA "
+            "toolkit (e.g. apt install cuda-sanitizer-13-0).")
+        return ["compute-sanitizer was asked for and not found"]
+    indices = [i for i, case in enumerate(spec.CASES) if case.name in names]
+    say(f"{', '.join(names)} again on the cuda backend, on small shapes, every array its own "
+        "allocation:")
+    found = []
+    for tool in sanitizer.TOOLS:
+        with tempfile.TemporaryDirectory() as scratch:
+            log = Path(scratch) / f"{tool}.log"
+            outcomes, load_error = run_cases(
+                exercise, folder, 4 * time_limit, indices, tuple(sanitizer.command(tool, log, exe)),
+                {BACKEND_VAR: "cuda", SANITIZER_VAR: tool})
+            report = sanitizer.read(tool, log.read_text(errors="replace") if log.is_file() else "")
+        flags = " ".join(sanitizer.TOOLS[tool])
+        label = f"{tool} {flags}".strip()
+        if report.findings:
+            total = sum(f.count for f in report.findings)
+            print(f"  FAIL  {label:28} {report.summary or f'{total} findings'}")
+            for finding in report.findings[:6]:
+                print(textwrap.fill(finding.line(), 92, initial_indent=" " * 10, subsequent_indent=" " * 12))
+            found.append(f"{tool} found {report.summary or f'{total} problems'}")
+        elif report.clean:
+            print(f"  ok    {label:28} {report.summary}")
+        else:
+            why = load_error or next((o.get("ended") or o.get("error") for o in outcomes.values()
+                                      if "value" not in o), None) or "it wrote no report"
+            print(f"  FAIL  {label:28} did not finish: {why}")
+            found.append(f"{tool} did not finish")
+    return found
 
 
 def _print_lines(lines) -> None:
@@ -327,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solution", action="store_true", help="check the solved twin in solutions/")
     parser.add_argument("--folder", type=Path, help="check the files in this folder instead")
     parser.add_argument("--time-limit", type=float, help="seconds per child process")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="where the C kernels run (the Triton files always run on Triton)")
+    parser.add_argument("--sanitize", action="store_true",
+                        help="also run the GPU kernels under compute-sanitizer (NVIDIA)")
     args = parser.parse_args(argv)
     exercise = find_exercise(args.exercise) if args.exercise else None
     if exercise is None:
@@ -335,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
               f"These do: {have or 'none yet'}. Example: make check EX=03")
         return 2
     folder = args.folder or (REPO / "solutions" / exercise.name if args.solution else exercise)
-    return check(exercise, folder.resolve(), args.time_limit)
+    return check(exercise, folder.resolve(), args.time_limit, args.backend, args.sanitize)
 
 
 if __name__ == "__main__":

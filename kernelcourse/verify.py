@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from .gemm import Shape, Suite, default_suite, make_inputs, reference
+
+PACKAGE = Path(__file__).resolve().parent   # the harness: its frames are not the student's
 
 # Relative error max|C - ref| / max|ref| allowed per operand precision:
 #  fp32: the module's 1e-4, about 25x the sqrt(K)*eps rounding of a correct fp32 sum;
@@ -115,15 +118,22 @@ def canary_length(N: int) -> int:
     return 256 * (N + 1)
 
 
+def guarded_output(M: int, N: int) -> tuple[np.ndarray, int]:
+    """C's buffer as the kernel first sees it: M*N poisoned elements between two canary
+    zones of `pad` elements each. Returns (buffer, pad)."""
+    pad = canary_length(N)
+    guarded = np.full(2 * pad + M * N, CANARY, dtype=np.float32)
+    guarded[pad:pad + M * N] = POISON
+    return guarded, pad
+
+
 def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> ShapeResult:
     backend, dtype = impl.backend, impl.dtype
     M, N, K = shape.M, shape.N, shape.K
     result = ShapeResult(shape, suite.ragged(shape), tolerance=TOLERANCE[dtype])
     A, B = make_inputs(shape, dtype, rng)
     ref = reference(A, B)
-    pad = canary_length(N)
-    guarded = np.full(2 * pad + M * N, CANARY, dtype=np.float32)
-    guarded[pad:pad + M * N] = POISON
+    guarded, pad = guarded_output(M, N)
     outputs = []
     try:
         poison_bits = _bits(backend.to_host(backend.to_device(guarded[pad:pad + 1], OUTPUT_DTYPE[dtype])))
@@ -137,6 +147,17 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.crash = f"{type(exc).__name__}: {exc} (raised at {where.filename}:{where.lineno})"
         return result
+    return judge_outputs(result, outputs, ref, pad, poison_bits)
+
+
+def judge_outputs(result: ShapeResult, outputs: list[np.ndarray], ref: np.ndarray, pad: int,
+                  poison_bits=None) -> ShapeResult:
+    """Fill in `result` from the guarded buffers of identical runs (as guarded_output laid
+    them out) and the float64 reference: canaries, moved results, unwritten elements, error.
+    The grader calls it too, in its own process, on the buffers a submission sent back."""
+    M, N = ref.shape
+    if poison_bits is None:
+        poison_bits = _bits(np.array([POISON], np.float32))
     first = outputs[0]
     result.oob_before = int(np.sum(first[:pad] != CANARY))
     result.oob_after = int(np.sum(first[pad + M * N:] != CANARY))
@@ -161,6 +182,19 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
 
 def _bits(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+
+
+def _raised_at(exc: Exception) -> str:
+    """Where a crash was raised, if that says something: the innermost frame outside this
+    package (a student's Triton file), else the harness's own frame, except for a fault the
+    backend already placed in the kernel's source (the cpu backend's KernelFault)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    outside = [f for f in frames if not Path(f.filename).resolve().is_relative_to(PACKAGE)]
+    if outside:
+        return f" (raised at {outside[-1].filename}:{outside[-1].lineno})"
+    if getattr(exc, "placed", False) or not frames:
+        return ""
+    return f" (raised at {frames[-1].filename}:{frames[-1].lineno})"
 
 
 def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int = 3,

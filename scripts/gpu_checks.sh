@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks of a release, on a machine with an NVIDIA GPU and its own Python (no set-up):
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
-# Steps: test-gpu (the gpu-marked tests; summary kept in results/), bench-library, lab01 ..
+# Steps: test-gpu (the gpu-marked tests; summary kept in results/), test-gpu:PATH[,PATH]
+# (those test files only, their summary appended to results/, for a run split over calls
+# that each have a time limit), bench-library, lab01 ..
 # lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
 # spread between repeated timings of lab 05's TMA kernel at 8192). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
@@ -22,7 +24,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 run_step() {
   case $1 in
-    test-gpu)      "$py" -m pytest -m gpu tests -rA -p no:cacheprovider ;;
+    test-gpu)      "$py" -m pytest -m gpu tests -rA -p no:cacheprovider --durations=10 ;;
+    test-gpu:*)    IFS=, read -ra paths <<< "${1#test-gpu:}"
+                   "$py" -m pytest -m gpu "${paths[@]}" -rA -p no:cacheprovider --durations=10 ;;
     bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
@@ -34,20 +38,24 @@ run_step() {
 for step in $steps; do
   echo "=== $step"
   start=$(date +%s)
-  run_step "$step" > "$logs/$step.log" 2>&1
+  log=$logs/$(echo "$step" | tr '/:,' '___').log
+  run_step "$step" > "$log" 2>&1
   rc=$?
   echo "rc=$rc $step ($(( $(date +%s) - start )) s)" | tee -a "$out/summary.txt"
-  tail -n 30 "$logs/$step.log"
-  if [ "$step" = test-gpu ]; then
+  tail -n 30 "$log"
+  if [ "${step%%:*}" = test-gpu ]; then
     mkdir -p results
-    { echo "make test-gpu on $device, $(date -u +%FT%TZ), python $("$py" -V 2>&1 | cut -d' ' -f2),"\
+    summary=results/test-gpu-$device.txt
+    [ "$step" = test-gpu ] && : > "$summary"           # the whole suite: a fresh summary
+    { echo "make test-gpu${step#test-gpu} on $device, $(date -u +%FT%TZ), python $("$py" -V 2>&1 | cut -d' ' -f2),"\
            "torch $("$py" -c 'import torch; print(torch.__version__)'),"\
            "triton $("$py" -c 'import triton; print(triton.__version__)'),"\
            "cupy $("$py" -c 'import cupy; print(cupy.__version__)')"
-      grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|^=+ .*(passed|failed)' "$logs/$step.log"
-    } > "results/test-gpu-$device.txt"
+      grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|^=+ .*(passed|failed)' "$log"
+    } >> "$summary"
   fi
 done
 cp -r results "$logs/" 2>/dev/null
+cp results/test-gpu-*.txt "$out/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

@@ -25,13 +25,13 @@ VARIANTS = sorted((Path(__file__).resolve().parent / "exercises" / "03").glob("*
 TIME_LIMIT = "3"     # seconds per child in these tests; the exercise's own limit is 10
 
 
-def run_check(*args):
+def run_check(*args, timeout=120):
     """The check as a student runs it: a separate process, its output and its exit code.
     (Without PYTHONDONTWRITEBYTECODE, which a student's shell seldom sets: a stray
     __pycache__ must be the check's own doing to be caught.)"""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run([sys.executable, "-m", "kernelcourse.check", *args], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=timeout)
     return result.stdout + result.stderr, result.returncode
 
 
@@ -164,9 +164,27 @@ def test_the_notebook_matches_its_script(folder):
 
 
 # ------------------------------------------------------------------ exercise 01: tiled matmul ---
-# The C kernel runs on the backend get_backend('auto') gives (cpu here: CPU emulation) and the
-# Triton twin in the interpreter, both on the CPU suite: about 10 s a check. The known-wrong
-# variants are edits of the solution (tests/exercises/variants.py).
+# The C kernel runs on the cpu backend (CPU emulation) and the Triton twin in the interpreter,
+# both on the CPU suite: about 10 s a check. In `make test-gpu` the same tests run with the C
+# kernel on the cuda backend and the twin on the GPU, on the GPU suite. The known-wrong
+# variants are edits of the solution (tests/exercise_variants.py).
+
+C_BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(params=C_BACKENDS)
+def c_backend(request):
+    """Where the check runs the C kernels (--backend)."""
+    if request.param == "cuda":
+        request.getfixturevalue("nvidia")
+    return request.param
+
+
+def ran_on(c_backend: str) -> tuple[str, str]:
+    """The 'ran:' phrases of the C kernel and of the twin, for a check run with `c_backend`."""
+    if c_backend == "cpu":
+        return "C kernel on the cpu backend (CPU emulation)", "Triton twin in Triton's interpreter (CPU)"
+    return f"C kernel on the {c_backend} backend (", "Triton twin on the GPU"
 
 EXERCISE_01 = REPO / "exercises" / "01-tiled-matmul"
 SOLUTION_01 = REPO / "solutions" / "01-tiled-matmul"
@@ -187,36 +205,50 @@ def case_block(output: str, name: str) -> tuple[str, str]:
     return status, " ".join(" ".join(text).split())
 
 
-def test_01_the_stubs_fail_with_a_message_and_are_left_unchanged():
+def test_01_the_stubs_fail_with_a_message_and_are_left_unchanged(c_backend):
     before = snapshot(EXERCISE_01)
-    out, code = run_check("01")
+    out, code = run_check("01", "--backend", c_backend, timeout=600)
     assert code == 1, out
     assert "Traceback" not in out, out
     for name in FILES_01:
         status, text = case_block(out, name)
         assert status == "FAIL", out
         assert "C came out 0 everywhere: nothing is added to acc yet." in text, out
-    assert "C kernel on the cpu backend (CPU emulation)" in out, out
-    assert "Triton twin in Triton's interpreter (CPU)" in out, out
+    for phrase in ran_on(c_backend):
+        assert phrase in out, out
     assert "FAIL: 0 of 2 right, 2 wrong, 0 not written yet. Next: tiled.cu." in out, out
     assert snapshot(EXERCISE_01) == before, "the check changed the exercise folder"
 
 
-def test_01_the_solution_passes():
-    out, code = run_check("01", "--solution")
+def test_01_the_solution_passes(c_backend):
+    out, code = run_check("01", "--solution", "--backend", c_backend, timeout=600)
     assert code == 0, out
     assert "Traceback" not in out, out
     assert [case_block(out, name)[0] for name in FILES_01] == ["ok", "ok"], out
     assert out.rstrip().splitlines()[-1].startswith("PASS: tiled.cu and tiled_triton.py"), out
+    speed = re.findall(r"^ {12}(your tiled\.cu|naive|.+?) +(\d+) GFLOP/s at 4096\^3", out, re.M)
+    if c_backend == "cpu":
+        assert "GFLOP/s" not in out, out                   # no speed from an emulation
+    else:                                                  # yours, the naive rung; the twin
+        assert [name for name, _ in speed][:1] == ["your tiled.cu"], out
+        assert "% of the library" in out and all(int(g) > 0 for _, g in speed), out
+
+
+def variant_folder(variant, tmp_path: Path) -> Path:
+    """Exercise 01's solution in `tmp_path`, with `variant` applied to its file."""
+    for name in FILES_01:
+        (tmp_path / name).write_bytes((SOLUTION_01 / name).read_bytes())
+    (tmp_path / variant.file).write_text(variant.apply((SOLUTION_01 / variant.file).read_text()))
+    return tmp_path
 
 
 @pytest.mark.parametrize("variant", variants.EXERCISE_01, ids=lambda v: v.name)
-def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, tmp_path):
-    for name in FILES_01:
-        (tmp_path / name).write_bytes((SOLUTION_01 / name).read_bytes())
+def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, c_backend, tmp_path):
     target, expect = variant.file, variant.expect
-    (tmp_path / target).write_text(variant.apply((SOLUTION_01 / target).read_text()))
-    out, code = run_check("01", "--folder", str(tmp_path))
+    if c_backend != "cpu" and variant.gpu_passes:
+        pytest.skip(f"the plain check may pass it on a GPU: {variant.gpu_passes}")
+    out, code = run_check("01", "--folder", str(variant_folder(variant, tmp_path)),
+                          "--backend", c_backend, timeout=600)
     assert code == 1, out
     assert "Traceback" not in out, out
     other = next(n for n in FILES_01 if n != target)
@@ -227,8 +259,63 @@ def test_01_a_known_wrong_kernel_fails_with_its_cause(variant, tmp_path):
         assert "the compiler's log:" in text and f"{target}:" in text and "error" in text, out
         return
     assert f"cause: {expect}" in text, out
+    if c_backend == "cpu" and variant.cpu_right is not None:
+        assert f"{variant.cpu_right} of 11 shapes right" in text, out
     assert "first shape that failed:" in text and "diagnosis:" in text and "look at:" in text, out
     assert re.search(rf"{re.escape(target)}:\d+:", text), out      # a line of the file to look at
+
+
+def test_01_sanitize_without_an_nvidia_gpu_says_nothing_was_sanitized():
+    out, code = run_check("01", "--solution", "--backend", "cpu", "--sanitize")
+    assert code == 0, out
+    text = " ".join(out.split())
+    assert "SANITIZE=1: compute-sanitizer checks kernels on an NVIDIA GPU" in text, out
+    assert "this check ran on BACKEND=cpu. Nothing was sanitized." in text, out
+    assert text.endswith("(within fp32 tolerance, the same on every run, nothing written outside C).")
+
+
+def sanitizer_block(out: str, tool: str) -> tuple[str, str]:
+    """(ok or FAIL, the tool's report lines, whitespace collapsed) from a SANITIZE=1 run."""
+    status, text = case_block(out, tool)
+    assert status, f"no {tool} line in:\n{out}"
+    return status, text
+
+
+@pytest.mark.gpu
+def test_01_sanitize_catches_a_read_past_the_inputs_that_the_plain_check_passes(nvidia, tmp_path):
+    """On the GPU the stray reads land in allocated memory and the results are right: the plain
+    check PASSes. memcheck with --padding names the read and its line."""
+    variant = next(v for v in variants.EXERCISE_01 if v.name == "reads_past_inputs")
+    folder = str(variant_folder(variant, tmp_path))
+    out, code = run_check("01", "--folder", folder, "--backend", "cuda", timeout=600)
+    assert code == 0 and "PASS" in out, out
+    out, code = run_check("01", "--folder", folder, "--backend", "cuda", "--sanitize", timeout=900)
+    assert code == 1, out
+    line = next(n for n, text in enumerate((tmp_path / "tiled.cu").read_text().splitlines(), 1)
+                if "const float a = A[" in text)
+    status, text = sanitizer_block(out, "memcheck")
+    assert status == "FAIL" and "Invalid __global__ read" in text and f"tiled.cu:{line}" in text, out
+    assert sanitizer_block(out, "racecheck")[0] == "ok", out
+    assert "FAIL: the results are right, but memcheck found" in out, out
+
+
+@pytest.mark.gpu
+def test_01_sanitize_names_the_race_that_barrier_2_prevents(nvidia, tmp_path):
+    variant = next(v for v in variants.EXERCISE_01 if v.name == "no_barrier2")
+    out, code = run_check("01", "--folder", str(variant_folder(variant, tmp_path)),
+                          "--backend", "cuda", "--sanitize", timeout=900)
+    assert code == 1, out
+    assert sanitizer_block(out, "memcheck")[0] == "ok", out
+    status, text = sanitizer_block(out, "racecheck")
+    assert status == "FAIL" and "shared-memory race between" in text, out
+    assert re.search(r"tiled\.cu:\d+ and tiled\.cu:\d+", text), out
+
+
+@pytest.mark.gpu
+def test_01_sanitize_passes_the_solution(nvidia):
+    out, code = run_check("01", "--solution", "--backend", "cuda", "--sanitize", timeout=900)
+    assert code == 0, out
+    assert [sanitizer_block(out, tool)[0] for tool in ("memcheck", "racecheck")] == ["ok", "ok"], out
 
 
 @pytest.mark.parametrize("folder", [EXERCISE_01, SOLUTION_01], ids=["exercise", "solution"])
@@ -251,14 +338,14 @@ def shape_verdicts(text: str) -> dict[str, str]:
     return dict((shape, status) for status, shape in re.findall(r"(ok|FAIL) +(\d+x\d+x\d+) ", text))
 
 
-def test_02_the_shipped_kernel_fails_two_of_three_with_store_guard_and_is_left_unchanged():
+def test_02_the_shipped_kernel_fails_two_of_three_with_store_guard_and_is_left_unchanged(c_backend):
     before = snapshot(EXERCISE_02)
-    out, code = run_check("02")
+    out, code = run_check("02", "--backend", c_backend)
     assert code == 1, out
     assert "Traceback" not in out, out
     status, text = case_block(out, "tiled_faulty.cu")
     assert status == "FAIL", out
-    assert "C kernel on the cpu backend (CPU emulation), ragged-dims suite" in text, out
+    assert ran_on(c_backend)[0] in text and "ragged-dims suite" in text, out
     assert "2 of 3 shapes right; cause: store_guard" in text, out
     assert "first shape that failed: 64x50x80 (N and K ragged)" in text, out
     assert "past the end of C on 64x50x80" in text, out
@@ -268,8 +355,8 @@ def test_02_the_shipped_kernel_fails_two_of_three_with_store_guard_and_is_left_u
     assert snapshot(EXERCISE_02) == before, "the check changed the exercise folder"
 
 
-def test_02_the_solution_passes():
-    out, code = run_check("02", "--solution")
+def test_02_the_solution_passes(c_backend):
+    out, code = run_check("02", "--solution", "--backend", c_backend)
     assert code == 0, out
     assert "Traceback" not in out, out
     status, text = case_block(out, "tiled_faulty.cu")
@@ -278,11 +365,11 @@ def test_02_the_solution_passes():
 
 
 @pytest.mark.parametrize("variant", variants.EXERCISE_02, ids=lambda v: v.name)
-def test_02_a_half_fixed_kernel_still_fails_with_the_other_cause(variant, tmp_path):
+def test_02_a_half_fixed_kernel_still_fails_with_the_other_cause(variant, c_backend, tmp_path):
     shipped = (EXERCISE_02 / variant.file).read_text()
     (tmp_path / variant.file).write_text(variant.apply(shipped))
     expect = variant.expect
-    out, code = run_check("02", "--folder", str(tmp_path))
+    out, code = run_check("02", "--folder", str(tmp_path), "--backend", c_backend)
     assert code == 1, out
     assert "Traceback" not in out, out
     status, text = case_block(out, "tiled_faulty.cu")

@@ -5,6 +5,7 @@ Not a file to edit. Two cases, one per file the student writes:
   tiled.cu         compiled with the backend `get_backend('auto')` gives (the cpu backend,
                    CPU emulation, on a machine without a GPU; BACKEND=cpu|cuda|hip picks one)
                    and run through `verify()` on the CPU suite (the GPU suite on a GPU);
+                   SANITIZE=1 runs it again under compute-sanitizer on an NVIDIA GPU;
   tiled_triton.py  the Triton twin, on the triton backend: Triton's interpreter on the CPU
                    suite here (about 7 s), the GPU suite on a GPU.
 
@@ -13,17 +14,17 @@ pass/fail and error, and the first wrong element. On a GPU, once the kernel pass
 also timed beside the naive rung and the vendor library at 4096^3.
 """
 import dataclasses
-import os
 import re
 import sys
 from pathlib import Path
 
-from kernelcourse.check import Case
+from kernelcourse.check import Case, c_backend, sanitizer_tool, suite_for
 
 FILES = ("tiled.cu", "tiled_triton.py")
 TIME_LIMIT_S = 300         # a hung launch on the cpu backend is stopped after 60 s
 NOUN = "file"
 BENCH_SIZE = 4096
+SANITIZE = ("tiled.cu",)
 
 CASES = [
     Case("tiled.cu", label="the C kernel, sgemm_tiled"),
@@ -42,21 +43,16 @@ def run(folder: Path, case: Case):
     from kernelcourse import gemm, rungs
     from kernelcourse.backends import get_backend
     from kernelcourse.backends.compile_only import CompileError
-    from kernelcourse.verify import verify
 
     tiled = rungs.RUNG["tiled"]
     if case.name == "tiled.cu":
-        choice = os.environ.get("BACKEND", "auto")
-        backend = get_backend(choice if choice in ("cpu", "cuda", "hip") else "auto")
-        ran = (f"C kernel on the {backend.name} backend"
-               + (" (CPU emulation)" if backend.name == "cpu" else f" ({backend.device.name})"
-                  if getattr(backend, "device", None) else ""))
+        backend, ran = c_backend()
         rung = dataclasses.replace(tiled, source=folder / "tiled.cu")
         try:
             impl = rung.c_impl(backend)
         except CompileError as exc:
             return {"ran": ran, "compile_error": str(exc)}
-        suite = gemm.default_suite(backend.on_gpu)
+        suite = suite_for(backend)
     else:
         backend = get_backend("triton")
         ran = "Triton twin " + ("on the GPU" if backend.on_gpu else "in Triton's interpreter (CPU)")
@@ -64,8 +60,18 @@ def run(folder: Path, case: Case):
         impl = rung.triton_impl(backend)
         suite = gemm.default_suite(True) if backend.on_gpu else (tiled.interpreter_suite or gemm.CPU_SUITE)
     impl.name = f"your {case.name}"
+    value = verified(impl, suite, ran)
+    if value["passed"] and backend.on_gpu and not sanitizer_tool():   # never on the CPU:
+        # timings there mean nothing; nor under a sanitizer, which slows every access
+        value["speed"] = _speed(impl, backend, case)
+    return value
+
+
+def verified(impl, suite, ran: str) -> dict:
+    """verify() on `suite`, and what the parent needs of its report (exercise 02 uses it too)."""
+    from kernelcourse.verify import verify
     report = verify(impl, suite, verbose=False)
-    value = {
+    return {
         "ran": ran, "suite": suite.name, "cause": report.cause, "diagnosis": report.diagnosis,
         "passed": report.passed,
         "shapes": [{"shape": str(r.shape), "why": r.shape.why, "passed": r.passed,
@@ -73,9 +79,6 @@ def run(folder: Path, case: Case):
                     "first_bad": list(r.first_bad), "bad_rows": list(r.bad_rows),
                     "bad_cols": list(r.bad_cols)} for r in report.results],
     }
-    if report.passed and backend.on_gpu:      # never on the CPU: timings there mean nothing
-        value["speed"] = _speed(impl, backend, case)
-    return value
 
 
 def _speed(impl, backend, case):

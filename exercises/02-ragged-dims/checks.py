@@ -4,16 +4,16 @@ Not a file to edit. One case: tiled_faulty.cu, compiled with the backend
 `get_backend('auto')` gives (the cpu backend, CPU emulation, on a machine without a GPU;
 BACKEND=cpu|cuda|hip picks one) and run through `verify()` on a suite of its own: three
 shapes, chosen so that each boundary fault shows on exactly one of them. As shipped, the
-kernel passes two of the three.
+kernel passes two of the three. SANITIZE=1 runs it again under compute-sanitizer on an
+NVIDIA GPU (on the same three shapes).
 
 Exercise 01's checks.py does the judging and the report (its judge, lines and LOOK); it is
 loaded here by path, so the two exercises print the same way.
 """
 import dataclasses
-import os
 from pathlib import Path
 
-from kernelcourse.check import Case, description
+from kernelcourse.check import Case, c_backend, description
 from kernelcourse.gemm import Shape, Suite
 
 
@@ -24,6 +24,7 @@ TIME_LIMIT_S = 120         # a hung launch on the cpu backend is stopped after 6
 NOUN = "file"
 
 CASES = [Case("tiled_faulty.cu", label="the C kernel, sgemm_tiled")]
+SANITIZE = ("tiled_faulty.cu",)
 
 # TILE is 32: each dimension is aligned or ragged with respect to 32.
 SUITE = Suite("ragged-dims", 32, (
@@ -44,30 +45,16 @@ def load(folder: Path):
 
 def run(folder: Path, case: Case):
     from kernelcourse import rungs
-    from kernelcourse.backends import get_backend
     from kernelcourse.backends.compile_only import CompileError
-    from kernelcourse.verify import verify
 
-    choice = os.environ.get("BACKEND", "auto")
-    backend = get_backend(choice if choice in ("cpu", "cuda", "hip") else "auto")
-    ran = (f"C kernel on the {backend.name} backend"
-           + (" (CPU emulation)" if backend.name == "cpu" else f" ({backend.device.name})"
-              if getattr(backend, "device", None) else ""))
+    backend, ran = c_backend()
     rung = dataclasses.replace(rungs.RUNG["tiled"], source=folder / case.name)
     try:
         impl = rung.c_impl(backend)
     except CompileError as exc:
         return {"ran": ran, "compile_error": str(exc)}
     impl.name = f"your {case.name}"
-    report = verify(impl, SUITE, verbose=False)
-    return {
-        "ran": ran, "suite": SUITE.name, "cause": report.cause, "diagnosis": report.diagnosis,
-        "passed": report.passed,
-        "shapes": [{"shape": str(r.shape), "why": r.shape.why, "passed": r.passed,
-                    "rel_error": r.rel_error, "crash": r.crash, "moved": r.moved,
-                    "first_bad": list(r.first_bad), "bad_rows": list(r.bad_rows),
-                    "bad_cols": list(r.bad_cols)} for r in report.results],
-    }
+    return _01.verified(impl, SUITE, ran)
 
 
 # --------------------------------------------------------------------------- the parent ---

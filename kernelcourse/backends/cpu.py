@@ -69,7 +69,9 @@ UNSUPPORTED = (
 
 
 class KernelFault(RuntimeError):
-    """A launch on the cpu backend crashed, or hung past its time limit."""
+    """A launch on the cpu backend crashed, or hung past its time limit. Its message names
+    the kernel's file and line, so a report need not say where in the harness it was raised."""
+    placed = True
 
 
 class UnsupportedMachine(RuntimeError):

@@ -25,7 +25,9 @@ class CudaBackend(CBackend):
 
     # -- compiling and launching
     def _build(self, source, defines, options):
-        build = nvrtc_compile(source, self.device.arch, defines, options)
+        # -lineinfo maps machine code back to source lines (compute-sanitizer's reports, Nsight
+        # Compute's source view) and leaves the code itself as it is.
+        build = nvrtc_compile(source, self.device.arch, defines, ("-lineinfo", *options))
         if build.path not in self._modules:
             self._modules[build.path] = self.cupy.RawModule(path=str(build.path))
         return self._modules[build.path], build.resources

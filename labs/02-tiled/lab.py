@@ -131,17 +131,23 @@ assert reports and all(r.passed for r in reports), "a tiled GEMM failed verifica
 #    ```
 #
 #    and rerun the cell above (or `make run-lab LAB=02`). The report starts
-#    `FAIL (zero_fill): tiled (cpu)`, marks FAIL the shapes whose K is ragged and
-#    larger than a tile, and its diagnosis begins `Wrong only when K is not a multiple
-#    of the tile`. The twin still passes, and the cell stops at
+#    `FAIL (zero_fill): tiled (cpu)`, marks FAIL every shape whose K is not a multiple
+#    of the tile, and its diagnosis begins `Wrong only when K is not a multiple of the
+#    tile`. The twin still passes, and the cell stops at
 #    `AssertionError: a tiled GEMM failed verification`. Change only the A line and
-#    every shape passes on the `cpu` backend (the zero in the B tile cancels it).
+#    only 64x64x7 and 1x1x1 fail: elsewhere the zero in the B tile cancels the stale A
+#    value, but on those no step wrote the slot, and the `cpu` backend fills shared
+#    memory with NaN at each launch.
 # 2. **Remove barrier 1.** Restore the file, comment out the `__syncthreads()` after
 #    the tile loads and rerun. Nearly every shape fails, marked `[moved]`; the report
 #    starts `FAIL (race)` and says `Results move between identical runs on 64x64x64,
 #    ...: a race on the shared tile.` Without barrier 2 instead, the
-#    diagnosis is the same, but 64x64x7 passes: one K step, no next tile to overwrite.
+#    diagnosis is the same, but 64x64x7 and 1x1x1 pass: one K step, no next tile to
+#    overwrite.
 # 3. `git checkout labs/02-tiled/tiled.cu`, and rerun the cell.
+#
+# Each of these mistakes is a known-wrong variant of exercise 01 (section 6), and
+# `make check EX=01` names it the same way, with the lines of your file to look at.
 
 # %% [markdown]
 # ## 4. Resource usage
@@ -171,3 +177,14 @@ ladder.resource_report(rung, opts, variants=({}, {"TILE": 16}))
 timings = ladder.benchmark(rung, opts, variants=({"TILE": 16},))
 print(bench.table(timings))
 ladder.save_gpu_result("tiled", {"timings": timings}, opts, size=opts.size)
+
+# %% [markdown]
+# ## 6. Your turn
+#
+# Exercise 01 (`exercises/01-tiled-matmul/`) gives you this kernel and its Triton twin with
+# the tile loads, barrier 1 and the inner product taken out: write them, then run
+# `make check EX=01`. As shipped, the check fails and says that C came out 0 everywhere;
+# each mistake of section 3 (no zero-fill, a missing barrier) is named by its cause, with
+# the first wrong element and the lines to look at, on the `cpu` backend as on a GPU.
+# Exercise 02 (`exercises/02-ragged-dims/`) is a tiled kernel with two boundary faults that
+# passes two of its three shapes: `make check EX=02` shows which, and why.

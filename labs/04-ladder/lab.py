@@ -127,3 +127,11 @@ else:
                         ladder.BUILD / "ladder-predicted-H200.png",
                         "Predicted: the ladder's roofline bounds on an H200 (no GPU here)")
     print(f"drawn {png.relative_to(lab.REPO)} (a prediction; results/ is for measurements)")
+
+# %% [markdown]
+# ## Your turn
+#
+# Exercise 03 (`exercises/03-intensity-math/`) asks you for the numbers behind this table as
+# functions: the FLOPs, bytes and intensity of each rung, the ridge point of a device, where
+# each rung sits against it, and how far the matrix cores move it. `make check EX=03`
+# checks them against the harness's own counts and explains each wrong answer.
