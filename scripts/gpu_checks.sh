@@ -5,12 +5,14 @@
 # (those test files only, their summary appended to results/, for a run split over calls
 # that each have a time limit), bench-library, lab01 ..
 # lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
-# spread between repeated timings of lab 05's TMA kernel at 8192). Default: all of them.
+# spread between repeated timings of lab 05's TMA kernel at 8192), check-sanitize (what
+# make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
+# its inputs). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run check-sanitize}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -31,6 +33,10 @@ run_step() {
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
+    check-sanitize) dir=build/variants/reads_past_inputs     # what a student sees
+                   "$py" tests/exercise_variants.py 01 reads_past_inputs "$dir" &&
+                   "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda;
+                   "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda --sanitize ;;
     *)             echo "unknown step $1"; return 2 ;;
   esac
 }
@@ -43,6 +49,10 @@ for step in $steps; do
   rc=$?
   echo "rc=$rc $step ($(( $(date +%s) - start )) s)" | tee -a "$out/summary.txt"
   tail -n 30 "$log"
+  if [ "$step" = check-sanitize ]; then
+    { echo "make check EX=01 on exercise 01's reads_past_inputs variant (tests/exercise_variants.py),"\
+           "plain then SANITIZE=1, on $device, $(date -u +%FT%TZ)"; cat "$log"; } > "results/check-sanitize-$device.txt"
+  fi
   if [ "${step%%:*}" = test-gpu ]; then
     mkdir -p results
     summary=results/test-gpu-$device.txt
@@ -56,6 +66,6 @@ for step in $steps; do
   fi
 done
 cp -r results "$logs/" 2>/dev/null
-cp results/test-gpu-*.txt "$out/" 2>/dev/null
+cp results/test-gpu-*.txt results/check-sanitize-*.txt "$out/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

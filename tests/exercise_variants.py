@@ -89,3 +89,24 @@ EXERCISE_02 = (
             "the store guarded by row < M && col < N; the loads still skip",
             (("    if (row < M)\n", "    if (row < M && col < N)\n"),)),
 )
+
+
+def write(exercise: str, name: str, folder) -> None:
+    """Exercise 01's solution (or 02's shipped kernel) with the variant `name`, in `folder`."""
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    variant = next(v for v in (*EXERCISE_01, *EXERCISE_02) if v.name == name)
+    base = (repo / "solutions" / "01-tiled-matmul" if exercise == "01"
+            else repo / "exercises" / "02-ragged-dims")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in base.iterdir():
+        if path.suffix in (".cu", ".py") and path.name not in ("exercise.py", "checks.py"):
+            (folder / path.name).write_bytes(path.read_bytes())
+    (folder / variant.file).write_text(variant.apply((base / variant.file).read_text()))
+
+
+if __name__ == "__main__":          # python tests/exercise_variants.py 01 reads_past_inputs DIR
+    import sys
+    write(*sys.argv[1:4])
+
