@@ -1,7 +1,10 @@
 """The benchmark harness: how fast is a GEMM, measured so the number means something.
 
   * device events around each launch (the launch is asynchronous; a host clock
-    would time the queueing, not the kernel);
+    would time the queueing, not the kernel), recorded while the device is held busy
+    (`backend.hold`), so that the host's cost of launching (a Python wrapper's, often
+    0.05-0.1 ms) is not counted as the kernel's: that cost is reported on its own, as
+    `launch_ms`;
   * warm-up launches first, so module loading and first-touch costs stay out;
   * many repeats, and the median, which a single slow outlier cannot move;
   * rotating input buffers, enough that together they overflow the L2 cache, so
@@ -17,6 +20,7 @@ import json
 import math
 import platform
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -42,6 +46,7 @@ class Timing:
     gbytes_per_s: float        # the fewest bytes a GEMM must move, over the time
     label: str                 # where the time came from (GPU events or CPU wall clock)
     of_library: float | None = None   # fraction of the vendor library's TFLOP/s
+    launch_ms: float | None = None    # median host time of one call: wrapper and launch
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -60,6 +65,9 @@ def rotating_sets(impl: GemmImpl, M: int, N: int, K: int, max_sets: int = 32,
              backend.to_device(C, OUTPUT_DTYPE[dtype])) for _ in range(count)]
 
 
+HOLD_MS = 1.0       # longer than any wrapper takes to queue a launch and its two events
+
+
 def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
               repeats: int = 50) -> Timing:
     """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones."""
@@ -70,10 +78,14 @@ def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
     backend.synchronize()
     starts = [backend.event() for _ in range(repeats)]
     stops = [backend.event() for _ in range(repeats)]
+    host = []
     for i in range(repeats):
         A, B, C = sets[i % len(sets)]
+        backend.hold(HOLD_MS)        # the device waits while the host queues what follows
         starts[i].record()
+        began = time.perf_counter()
         impl(A, B, C, M, N, K)
+        host.append((time.perf_counter() - began) * 1e3)
         stops[i].record()
     backend.synchronize()
     times = sorted(backend.elapsed_ms(s, e) for s, e in zip(starts, stops))
@@ -81,7 +93,7 @@ def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
     spread = (times[len(times) // 10], times[(9 * len(times)) // 10])
     return Timing(impl.name, M, N, K, impl.dtype, ms, spread, repeats, len(sets),
                   flops(M, N, K) / ms / 1e9, min_bytes(M, N, K, impl.dtype) / ms / 1e6,
-                  backend.label)
+                  backend.label, launch_ms=statistics.median(host))
 
 
 def library_impl(backend, dtype: str = "fp32") -> GemmImpl:

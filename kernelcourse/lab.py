@@ -86,3 +86,20 @@ def resource_table(rows: list) -> str:
         lines.append(f"{r.kernel:22} {r.target:8} {r.registers:>10} {r.sgprs if r.sgprs is not None else '-':>6} "
                      f"{r.shared_bytes:>9} {r.spill_stores:>8} {r.spill_loads:>8} {r.stack_bytes:>7}")
     return "\n".join(lines)
+
+
+def show(png: Path, note: str = "") -> Path:
+    """A figure the lab saved: drawn inline when the lab runs as a notebook, its path printed
+    either way (a script has nowhere to draw it)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:                      # no Jupyter here: the path is all there is
+        shell = None
+    else:
+        shell = get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        display(Image(filename=str(png)))
+    shown = png.relative_to(REPO) if png.is_relative_to(REPO) else png
+    print(f"saved {shown}" + (f" ({note})" if note else ""))
+    return png

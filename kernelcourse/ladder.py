@@ -6,6 +6,7 @@ them all on the same matrices: one table, and a roofline with measured ceilings.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,17 +195,25 @@ def measured_ceilings(backend, found: list[Step]) -> dict:
             "library_tflops": lib.timing.tflops}
 
 
-def plot_roofline(found: list[Step], ceilings: dict, device_name: str, size: int,
+def plot_roofline(rows: list[dict], ceilings: dict, device_name: str, size: int,
                   path: Path) -> Path:
-    """The ladder's measured points on the measured roofs, the datasheet roofs beside them."""
+    """The ladder's measured points (the rows of `payload`) on the measured roofs, the
+    datasheet roofs beside them."""
     roofs = {"measured (copy, library SGEMM)": (ceilings["library_tflops"],
                                                 ceilings["copy_tb_per_s"], "b-")}
     sheet = roofline.datasheet(device_name)
     if sheet:
         roofs[f"datasheet fp32 ({sheet['source']})"] = (sheet["fp32"], sheet["hbm"], "k--")
-    points = [{"label": s.impl.name, "intensity": s.rung.intensity(), "tflops": s.timing.tflops}
-              for s in found if s.rung is not None]
+    points = [{"label": r["name"], "intensity": r["intensity"], "tflops": r["timing"]["tflops"]}
+              for r in rows if r["intensity"] is not None]
     return roofline.plot(points, roofs, path, f"GEMM ladder on {device_name}, fp32, {size}^3")
+
+
+def replot(result: Path) -> Path:
+    """results/ladder-<device>-<size>.png drawn again from its .json, on any machine."""
+    data = json.loads(Path(result).read_text())
+    return plot_roofline(data["rows"], data["ceilings"], data["environment"]["device"]["name"],
+                         data["size"], Path(result).with_suffix(".png"))
 
 
 def predicted(device_name: str = "H200") -> tuple[str, list[dict]]:

@@ -136,3 +136,11 @@ def test_amdgcn_metadata_without_a_spill_count_is_an_error_not_zero():
     without = asm.replace("    .vgpr_spill_count:     0", "")
     with pytest.raises(ValueError, match="vgpr_spill_count"):
         _amdgcn_usage(without, "gfx942", "k", 1024)
+
+
+@pytest.mark.parametrize("target", ["sm_90", "gfx90a"])
+def test_the_timing_harness_hold_kernel_builds_for_both_vendors(target, fresh_cache):
+    """bench.time_gemm launches kernels/hold.cu before every timed launch on a GPU."""
+    build = compile_only.compile_for(KERNEL_INCLUDE_DIR / "hold.cu", target)
+    usage = build.resources["hold"]
+    assert usage.shared_bytes == 0 and not usage.spills

@@ -165,6 +165,52 @@ def test_c_impl_compiles_once_at_creation():
     assert impl.name == "regblock BK=32 (recorder)"
 
 
+@pytest.mark.parametrize("where", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_c_rungs_agree_bit_for_bit(where):
+    """Each C rung sums an element of C in k order, one multiply-add after another, however
+    it stages the operands: the same roundings, so the same bits (lab 04's error column)."""
+    import numpy as np
+    from kernelcourse.backends import get_backend
+    if where == "cuda" and detect().vendor != "nvidia":
+        pytest.skip(f"needs an NVIDIA GPU; this machine: {detect().describe()}")
+    backend = get_backend(where)
+    M, N, K = (67, 45, 93) if where == "cpu" else (1000, 700, 1000)
+    rng = np.random.default_rng()
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    results = {}
+    for rung in rungs.RUNGS:
+        C = backend.to_device(np.full((M, N), np.nan, np.float32))
+        rung.c_impl(backend)(backend.to_device(A), backend.to_device(B), C, M, N, K)
+        backend.synchronize()
+        results[rung.name] = backend.to_host(C)
+    first, *others = results
+    assert np.isfinite(results[first]).all()
+    assert np.allclose(results[first], A.astype(np.float64) @ B, rtol=0, atol=1e-4 * K ** 0.5)
+    for name in others:
+        assert np.array_equal(results[first], results[name]), f"{first} and {name} differ"
+
+
+@pytest.mark.parametrize("size", [4096, 1000])
+def test_the_ladder_plot_labels_overlap_nothing(size):
+    """Drawn from the committed results: no label box overlaps another label or a point."""
+    import json
+    import matplotlib.pyplot as plt
+    from kernelcourse import roofline
+    data = json.loads((lab.RESULTS / f"ladder-nvidia-h200-{size}.json").read_text())
+    points = [{"label": r["name"], "intensity": r["intensity"], "tflops": r["timing"]["tflops"]}
+              for r in data["rows"] if r["intensity"] is not None]
+    fig, texts = roofline.draw(points, {"roof": (51.0, 4.1, "b-")}, "test")
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    marks = [fig.axes[0].transData.transform((p["intensity"], p["tflops"])) for p in points]
+    plt.close(fig)
+    assert len(boxes) == len(points) >= 6
+    for i, box in enumerate(boxes):
+        assert not any(box.overlaps(other) for other in boxes[i + 1:]), points[i]["label"]
+        assert not any(box.contains(x, y) for x, y in marks), points[i]["label"]
+
+
 # ----------------------------------------------------------------------------- GPU
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..args import pack
 from ..device import Device, detect
-from ..source import KernelSource, Param
+from ..source import KERNEL_INCLUDE_DIR, KernelSource, Param
 from .compile_only import ResourceUsage
 
 # Operand precisions of the course. tf32 means float32 operands multiplied in the
@@ -68,6 +68,11 @@ class Backend(ABC):
 
     @abstractmethod
     def elapsed_ms(self, start, stop) -> float: ...
+
+    def hold(self, ms: float) -> None:
+        """Keep the device busy for about `ms` before whatever is queued next. The host can
+        queue a timed launch and its events meanwhile, so that the events time the kernel,
+        not the host's launch overhead. Nothing to do where kernels run on the CPU."""
 
     def copy(self, dst, src) -> None:
         """Device-to-device copy of equal-sized arrays (the bandwidth ceiling's yardstick)."""
@@ -129,6 +134,15 @@ class CBackend(Backend):
         module, resources = self._build(src, defines, tuple(options))
         return Kernel(kernel_name, params, resources.get(kernel_name),
                       self._launcher(module, kernel_name), self)
+
+    CLOCKS_PER_MS = 2_000_000          # about 2 GHz; a hold need not be exact, only long enough
+
+    def hold(self, ms: float) -> None:
+        if not self.on_gpu:
+            return
+        if getattr(self, "_hold", None) is None:
+            self._hold = self.compile(KERNEL_INCLUDE_DIR / "hold.cu", "hold")
+        self._hold((1,), (1,), (int(ms * self.CLOCKS_PER_MS),))
 
 
 def host_array(host, dtype: str) -> np.ndarray:

@@ -62,6 +62,10 @@ class TritonBackend(Backend):
         if self.on_gpu:
             self.torch.cuda.synchronize()
 
+    def hold(self, ms):
+        if self.on_gpu:
+            self.torch.cuda._sleep(int(ms * 2_000_000))   # clock cycles, about 2 GHz
+
     def event(self):
         if self.on_gpu:
             return self.torch.cuda.Event(enable_timing=True)

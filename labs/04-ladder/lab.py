@@ -115,10 +115,11 @@ if backend.on_gpu:
     print(f"measured: copy {ceilings['copy_tb_per_s']:.2f} TB/s, library "
           f"{ceilings['library_tflops']:.1f} TFLOP/s; datasheet: {roofline.datasheet(device.name)}")
     stem = f"ladder-{device.slug}-{opts.size}"
-    png = ladder.plot_roofline(steps, ceilings, device.name, opts.size, lab.RESULTS / f"{stem}.png")
-    print(f"saved {png.relative_to(lab.REPO)}")
-    ladder.save_gpu_result("ladder", ladder.payload(steps, opts.size, ceilings), opts, backend,
-                           size=opts.size)
+    result = ladder.payload(steps, opts.size, ceilings)
+    png = ladder.plot_roofline(result["rows"], ceilings, device.name, opts.size,
+                               lab.RESULTS / f"{stem}.png")
+    lab.show(png)
+    ladder.save_gpu_result("ladder", result, opts, backend, size=opts.size)
 else:
     text, points = ladder.predicted("H200")
     print(text)
@@ -126,7 +127,7 @@ else:
     png = roofline.plot(points, {"H200 datasheet fp32": (sheet["fp32"], sheet["hbm"], "k--")},
                         ladder.BUILD / "ladder-predicted-H200.png",
                         "Predicted: the ladder's roofline bounds on an H200 (no GPU here)")
-    print(f"drawn {png.relative_to(lab.REPO)} (a prediction; results/ is for measurements)")
+    lab.show(png, "a prediction; results/ is for measurements")
 
 # %% [markdown]
 # ## Your turn
