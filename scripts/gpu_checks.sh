@@ -5,14 +5,15 @@
 # (those test files only, their summary appended to results/, for a run split over calls
 # that each have a time limit), bench-library, lab01 ..
 # lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
-# spread between repeated timings of lab 05's TMA kernel at 8192), check-sanitize (what
+# spread between repeated timings of lab 05's TMA kernel at 8192), launch-overhead (small
+# GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run check-sanitize}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -33,6 +34,7 @@ run_step() {
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
+    launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
     check-sanitize) dir=build/variants/reads_past_inputs     # what a student sees
                    "$py" tests/exercise_variants.py 01 reads_past_inputs "$dir" &&
                    "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda;

@@ -5,6 +5,7 @@ program log; parse_ptxas_report reads it. No GPU is needed, only the NVRTC libra
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from ... import cache
@@ -15,11 +16,18 @@ from .build import Build, CompileError, CompilerNotFound, ResourceUsage
 _FIX = "make setup (it installs cuda-bindings, nvidia-cuda-nvrtc and nvidia-cuda-runtime)"
 
 
+@functools.cache
 def _nvrtc():
     try:
         from cuda.bindings import nvrtc
     except ImportError as exc:
         raise CompilerNotFound("NVRTC's Python binding is not installed", "NVRTC", _FIX) from exc
+    try:
+        nvrtc.nvrtcVersion()             # the binding loads libnvrtc.so on its first call
+    except Exception as exc:             # cuda.pathfinder's DynamicLibNotFoundError, mostly
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise CompilerNotFound(f"the NVRTC library (libnvrtc.so) could not be loaded: "
+                               f"{type(exc).__name__}: {first}", "NVRTC", _FIX) from exc
     return nvrtc
 
 
