@@ -7,6 +7,7 @@
 * a06-roofline.png: the H200's datasheet roofs (kernelcourse.roofline.DATASHEET: the fp32
   FMA peak and the fp16/bf16 matrix-core peak) with the kernels measured on an H200 at
   4096^3 (results/ladder-nvidia-h200-4096.json, results/triton-gemm-nvidia-h200.json).
+* with no OUT_DIR, also results/ladder-<device>-<size>.png, redrawn from its .json.
 
 CPU only: nothing here runs a kernel.
 """
@@ -26,9 +27,6 @@ DEVICE = "H200"
 LADDER = RESULTS / "ladder-nvidia-h200-4096.json"
 TRITON_GEMM = RESULTS / "triton-gemm-nvidia-h200.json"
 OUT_DIR = REPO / "modules" / "figures"
-# Labels go above right (Triton) or below right (C) of their point, except these: a label to
-# the right of "tiled (Triton)" would run over the "regblock (Triton)" point.
-LABEL_PLACES = {"tiled (Triton)": (-6, 5, "right"), "lab 05 TMA fp16 128x256": (-6, 5, "right")}
 
 
 def traffic(n: int = N) -> list[tuple[str, float]]:
@@ -95,12 +93,9 @@ def draw_roofline(path: Path) -> Path:
                     xytext=(3, 0), textcoords="offset points", color="grey")
     for (name, rate), color in zip(library.items(), ("#10B981", "#7C3AED")):
         ax.axhline(rate, color=color, lw=1, ls="-.", label=f"{name}: {rate:.1f} TFLOP/s")
-    for p in points:
-        ax.scatter(p["intensity"], p["tflops"], s=36, zorder=3,
-                   color="#F59E0B" if p["twin"] else "#0891B2")
-        dx, dy, ha = LABEL_PLACES.get(p["label"], (6, 5, "left") if p["twin"] else (6, -11, "left"))
-        ax.annotate(p["label"], (p["intensity"], p["tflops"]), fontsize=8,
-                    textcoords="offset points", xytext=(dx, dy), ha=ha)
+    colours = ["#B45309" if p["twin"] else "#0E7490" for p in points]
+    for p, colour in zip(points, colours):
+        ax.scatter(p["intensity"], p["tflops"], s=36, zorder=3, color=colour)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x[0], x[-1])
@@ -112,6 +107,7 @@ def draw_roofline(path: Path) -> Path:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
+    roofline.place_labels(ax, [(p["label"], p["intensity"], p["tflops"]) for p in points], colours)
     return _save(fig, path)
 
 
@@ -134,6 +130,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
     args = sys.argv[1:] if argv is None else argv
     out = Path(args[0]) if args else OUT_DIR
     written = [draw(out / name) for name, draw in FIGURES.items()]
+    if not args:                  # the default run also redraws the ladder plots in results/
+        from .ladder import replot
+        written += [replot(result) for result in sorted(RESULTS.glob("ladder-*.json"))]
     for path in written:
         print(f"wrote {path}")
     return written
