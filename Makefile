@@ -6,13 +6,16 @@
 #   make check EX=01              check your answers to an exercise (SOLUTION=1: the solution twin;
 #                                 BACKEND=cpu|cuda|hip: where C kernels run; SANITIZE=1: and under
 #                                 compute-sanitizer's memcheck and racecheck, on an NVIDIA GPU)
+#   make grade SUBMISSIONS=dir/   grade a folder of submissions, one sub-folder per student
+#                                 ([EX=NN] [JOBS=n] [OUT=dir]; GRADING.md): grades.csv, results.json
+#   make autograder EX=NN         build/autograder-NN.zip, the autograder Gradescope runs
 #   make test                     the CPU suite and the notebooks (what CI runs)
 #   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                open the lab notebooks in JupyterLab
 #   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
-#   make figures                  redraw the module's figures in modules/figures (CPU only)
+#   make figures                  redraw the module's figures and the ladder plots in results/ (CPU only)
 # PYTHON=python3 uses an existing interpreter instead of the course's .venv (no set-up).
 
 LAB ?= 04
@@ -24,7 +27,7 @@ PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
 HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-.PHONY: setup lab run-lab check doctor test test-gpu hip-python-versions notebooks sync-notebooks figures clean
+.PHONY: setup lab run-lab check grade autograder doctor test test-gpu hip-python-versions notebooks sync-notebooks figures clean
 
 setup: $(STAMP)
 
@@ -41,6 +44,15 @@ run-lab: $(SETUP)
 check: $(SETUP)
 	$(PYTHON) -m kernelcourse.check $(EX) --backend $(BACKEND) $(if $(filter 1,$(SOLUTION)),--solution) \
 	  $(if $(filter 1,$(SANITIZE)),--sanitize)
+
+# The seed of a regrade comes from the environment, GRADE_SEED=<seed> make grade ..., never
+# from make's command line, which every user of the machine can read.
+grade: $(SETUP)
+	$(PYTHON) -m kernelcourse.grade $(SUBMISSIONS) $(if $(EX),--exercise $(EX)) --jobs $(or $(JOBS),1) \
+	  $(if $(OUT),--out $(OUT))
+
+autograder: $(SETUP)
+	$(PYTHON) -m kernelcourse.grade.autograder $(EX)
 
 doctor: $(SETUP)
 	$(PYTHON) -m kernelcourse doctor
@@ -78,7 +90,7 @@ sync-notebooks: $(SETUP)
 	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --update --to ipynb $$f; done
 
 figures: $(SETUP)
-	$(PYTHON) -m kernelcourse.figures modules/figures
+	$(PYTHON) -m kernelcourse.figures
 
 clean:
 	rm -rf build .pytest_cache $${KERNELCOURSE_CACHE:-$$HOME/.cache/kernelcourse}

@@ -138,14 +138,14 @@ def _child(exercise: Path, folder: Path) -> int:
     try:
         loaded = spec.load(folder)
     except BaseException as exc:             # SyntaxError, ImportError, SystemExit, ...
-        send(load_error=_explain(exc, folder))
+        send(load_error=explain(exc, folder))
         return 0
     for i in indices:
         send(start=i)
         try:
             value = spec.run(loaded, spec.CASES[i])
         except BaseException as exc:
-            send(case=i, error=_explain(exc, folder), todo=isinstance(exc, NotImplementedError))
+            send(case=i, error=explain(exc, folder), todo=isinstance(exc, NotImplementedError))
         else:
             send(case=i, value=value)
     return 0
@@ -159,8 +159,9 @@ def _plain(value):
         return f"<{type(value).__name__}: {value!r}>"
 
 
-def _explain(exc: BaseException, folder: Path) -> str:
-    """One line: what was raised and where in the student's files (never the harness's frames)."""
+def explain(exc: BaseException, folder: Path, limit: int = OUTPUT_LIMIT) -> str:
+    """One line: what was raised and where in the student's files (never the harness's
+    frames). `limit`: the bytes of output the process was allowed (a write past it fails)."""
     if isinstance(exc, NotImplementedError):
         return str(exc)
     if isinstance(exc, SyntaxError):
@@ -169,7 +170,7 @@ def _explain(exc: BaseException, folder: Path) -> str:
     where = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).parent == folder]
     place = f" ({Path(where[-1].filename).name}, line {where[-1].lineno}, in {where[-1].name})" if where else ""
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-        return f"printed more than {OUTPUT_LIMIT >> 20} MB, the check's limit: a print in an endless loop?{place}"
+        return f"printed more than {limit >> 20} MB, the limit: a print in an endless loop?{place}"
     return f"raised {type(exc).__name__}: {exc}{place}"
 
 

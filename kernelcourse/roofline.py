@@ -22,6 +22,9 @@ DATASHEET = {
              "source": "NVIDIA H100 SXM datasheet"},
     "A100": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "hbm": 2.039,
              "source": "NVIDIA A100 80GB SXM datasheet"},
+    # AMD's fp32 "vector" figures differ in kind: the MI300X's 163.4 counts packed fp32
+    # (v_pk_fma_f32, two FMAs per lane per instruction; 81.7 without), the MI250X's 47.9
+    # does not (its packed figure is 95.7). Both are quoted as the datasheets give them.
     "MI300X": {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "hbm": 5.3,
                "source": "AMD Instinct MI300X datasheet"},
     "MI250X": {"fp32": 47.9, "fp16": 383.0, "bf16": 383.0, "hbm": 3.2,

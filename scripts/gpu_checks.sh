@@ -8,12 +8,13 @@
 # spread between repeated timings of lab 05's TMA kernel at 8192), launch-overhead (small
 # GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
-# its inputs). Default: all of them.
+# its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
+# performance points, JOBS=1 then JOBS=4, the grades compared). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -35,6 +36,16 @@ run_step() {
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
     launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
+    grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
+                   "$py" tests/grading/submissions.py 01 "$subs" || return 1
+                   for jobs in 1 4; do
+                     began=$(date +%s)
+                     GRADE_SEED=20261201 "$py" -m kernelcourse.grade "$subs" --exercise 01 \
+                       --jobs $jobs --out build/grade-01-jobs$jobs || return 1
+                     echo "JOBS=$jobs: $(( $(date +%s) - began )) s"
+                   done
+                   cmp build/grade-01-jobs1/grades.csv build/grade-01-jobs4/grades.csv &&
+                     echo "JOBS=1 and JOBS=4 wrote the same grades.csv" ;;
     check-sanitize) dir=build/variants/reads_past_inputs     # what a student sees
                    "$py" tests/exercise_variants.py 01 reads_past_inputs "$dir" &&
                    "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda;
@@ -51,6 +62,14 @@ for step in $steps; do
   rc=$?
   echo "rc=$rc $step ($(( $(date +%s) - start )) s)" | tee -a "$out/summary.txt"
   tail -n 30 "$log"
+  if [ "$step" = grade ]; then          # the class's grades and both runs' summaries
+    mkdir -p "results/grade-01-$device"
+    cp build/grade-01-jobs4/grades.csv "results/grade-01-$device/grades.csv" 2>/dev/null
+    for jobs in 1 4; do
+      cp "build/grade-01-jobs$jobs/summary.json" "results/grade-01-$device/summary-jobs$jobs.json" 2>/dev/null
+    done
+    grep -E '^JOBS|same grades' "$log" > "results/grade-01-$device/runs.txt"
+  fi
   if [ "$step" = check-sanitize ]; then
     { echo "make check EX=01 on exercise 01's reads_past_inputs variant (tests/exercise_variants.py),"\
            "plain then SANITIZE=1, on $device, $(date -u +%FT%TZ)"; cat "$log"; } > "results/check-sanitize-$device.txt"
@@ -68,6 +87,7 @@ for step in $steps; do
   fi
 done
 cp -r results "$logs/" 2>/dev/null
-cp results/test-gpu-*.txt results/check-sanitize-*.txt "$out/" 2>/dev/null
+cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json "$out/" 2>/dev/null
+cp -r results/grade-01-* "$out/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

@@ -1,6 +1,6 @@
 # A print in an endless loop: the output limit stops it long before the time limit.
 # fails: threads_for_tile
-# expect: threads_for_tile | printed more than 16 MB, the check's limit: a print in an endless loop?
+# expect: threads_for_tile | printed more than 16 MB, the limit: a print in an endless loop?
 
 
 def threads_for_tile(T):

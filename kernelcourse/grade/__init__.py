@@ -1,0 +1,20 @@
+"""The instructor's grader: folders of submissions in, grades.csv and Gradescope results.json out.
+
+`make grade SUBMISSIONS=dir/` (python -m kernelcourse.grade) runs it; GRADING.md is the
+instructor's manual. One module per job:
+
+  spec.py       what is graded: an exercise's grading.py (tests, points, files), loaded
+  inputs.py     the secret seed of a run, the inputs drawn from it, the float64 references
+  sandbox.py    one child process per submission: another user, a scratch folder, an empty
+                environment, time and output limits, a private pipe for what comes back
+  channel.py    that pipe's framing: a JSON header, then the bytes of one array
+  child.py      the child's side: load the submission, run it on the inputs, send the outputs
+  static.py     the static checks: no library GEMM in a Triton file, no escape hatch in a .cu
+  judge.py      the parent's side: every output judged here, by verify()'s rules, into points
+  perf.py       the timing of a correct kernel beside the course's reference, and the curve
+  report.py     grades.csv, Gradescope's results.json, and the schema both are checked against
+  runner.py     one submission through all of the above; a folder with JOBS workers
+  autograder.py the zip Gradescope runs (make autograder EX=NN)
+
+The child never reports a verdict: it sends arrays and values, and the parent judges them.
+"""

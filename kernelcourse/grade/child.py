@@ -1,0 +1,166 @@
+"""The child's side: `python -m kernelcourse.grade.child FD`, its job as JSON on stdin.
+
+It confines itself (sandbox.confine), loads the submission's file, runs it on the inputs
+the grader wrote into scratch, and sends back, on pipe FD, only what the submission
+produced: every output buffer (with its canary zones), the inputs as they were after the
+run, the values its functions returned, or why it could not run. It never compares
+anything with anything: it holds no expected value and reports no verdict.
+
+Jobs:
+  gemm       each kernel file on each shape: the runs the parent asks for, input set by
+             input set into the same buffers (a result cached by pointer or shape shows)
+  functions  each function of a Python file on each set of arguments
+  symbols    the C file compiled alone, for the static check of what it imports
+  perf       a correct kernel timed beside the course's reference (perf.py)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .channel import Sender
+from .sandbox import OUTPUT_LIMIT, confine
+
+
+def main(argv: list[str]) -> int:
+    channel = Sender(int(argv[0]))
+    job = json.loads(sys.stdin.read())
+    scratch = Path.cwd()
+    (scratch / "tmp").mkdir(exist_ok=True)
+    confine(scratch)
+    sys.dont_write_bytecode = True
+    JOBS[job["kind"]](job, channel)
+    return 0
+
+
+def _explain(exc: BaseException, folder: Path) -> str:
+    """What make check says of an exception, with the grader's output limit."""
+    from kernelcourse.check import explain
+    return explain(exc, folder, OUTPUT_LIMIT)
+
+
+# --------------------------------------------------------------------------- gemm
+
+def _implementation(test: dict, backend_name: str, folder: Path):
+    """The submission's kernel as a GemmImpl, through the rung registry (as make check does)."""
+    from kernelcourse import rungs
+    from kernelcourse.backends import get_backend
+    rung = dataclasses.replace(rungs.RUNG["tiled"], name="submission")
+    if test["kind"] == "c":
+        backend = get_backend(backend_name)
+        if backend.name == "cpu":
+            backend.timeout_s = test["launch_timeout_s"]
+        return dataclasses.replace(rung, source=folder / test["file"]).c_impl(backend)
+    return dataclasses.replace(rung, twin=folder / test["file"]).triton_impl(get_backend("triton"))
+
+
+def gemm(job: dict, channel: Sender) -> None:
+    from kernelcourse.backends.compile_only import CompileError
+    from kernelcourse.verify import guarded_output
+    folder = Path(job["folder"])
+    for t, test in enumerate(job["tests"]):
+        channel.send({"test": t, "start": True})
+        try:
+            impl = _implementation(test, job["backend"], folder)
+        except CompileError as exc:
+            channel.send({"test": t, "compile_error": str(exc)[-4000:]})
+            continue
+        except BaseException as exc:          # an import that fails, a missing gemm()
+            channel.send({"test": t, "load_error": _explain(exc, folder)})
+            continue
+        channel.send({"test": t, "ran": f"{impl.backend.name} backend: {impl.backend.label}"})
+        backend = impl.backend
+        for s, shape in enumerate(test["shapes"]):
+            M, N, K = shape["M"], shape["N"], shape["K"]
+            sets = [(np.load(a, allow_pickle=False), np.load(b, allow_pickle=False)) for a, b in shape["inputs"]]
+            guarded, pad = guarded_output(M, N)
+            try:
+                dA, dB = backend.to_device(sets[0][0]), backend.to_device(sets[0][1])
+                buffer = backend.to_device(guarded)
+                for r, which in enumerate(shape["runs"]):
+                    # the same buffers every run, refilled: fresh values at the same pointers
+                    backend.copy(dA, backend.to_device(sets[which][0]))
+                    backend.copy(dB, backend.to_device(sets[which][1]))
+                    backend.copy(buffer, backend.to_device(guarded))
+                    backend.synchronize()
+                    impl(dA, dB, backend.view(buffer, pad, (M, N)), M, N, K)
+                    backend.synchronize()
+                    where = {"test": t, "shape": s, "run": r}
+                    channel.send(dict(where, what="C"), backend.to_host(buffer))
+                    channel.send(dict(where, what="A"), backend.to_host(dA))
+                    channel.send(dict(where, what="B"), backend.to_host(dB))
+            except Exception as exc:          # a crash is the parent's to judge: say what it was
+                message = _explain(exc, folder)
+                channel.send({"test": t, "shape": s, "crash": message})
+                if "illegal" in message.lower() or "hang:" in message.lower():
+                    break                     # the context is gone, or each shape would hang
+        channel.send({"test": t, "done": True})
+
+
+# ----------------------------------------------------------------------- functions
+
+def functions(job: dict, channel: Sender) -> None:
+    from kernelcourse.check import load_python
+    try:
+        module = load_python(Path(job["folder"]) / job["file"])
+    except BaseException as exc:              # SyntaxError, ImportError, SystemExit, ...
+        channel.send({"load_error": _explain(exc, Path(job["folder"]))})
+        return
+    for t, test in enumerate(job["tests"]):
+        channel.send({"test": t, "start": True})
+        function = getattr(module, test["name"], None)
+        for c, args in enumerate(test["cases"]):
+            if not callable(function):
+                channel.send({"test": t, "case": c, "error": f"{job['file']} has no function {test['name']}()"})
+                continue
+            try:
+                value = function(**args)
+            except NotImplementedError:
+                channel.send({"test": t, "case": c, "error": "not written yet (NotImplementedError)"})
+            except BaseException as exc:
+                channel.send({"test": t, "case": c, "error": _explain(exc, Path(job["folder"]))})
+            else:
+                channel.send({"test": t, "case": c, "value": value})
+        channel.send({"test": t, "done": True})
+
+
+# ------------------------------------------------------------------------- symbols
+
+def symbols(job: dict, channel: Sender) -> None:
+    """The C file compiled alone, as the cpu backend compiles it, and the symbols its object
+    imports (nm -u): the static check's evidence, whatever macros spelled the calls."""
+    from kernelcourse.backends.cpu import _compiler
+    from kernelcourse.source import KERNEL_INCLUDE_DIR
+    source = Path(job["folder"]) / job["file"]
+    channel.send({"test": 0, "start": True})
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = Path(tmp) / "kernel.o"
+        built = subprocess.run([_compiler(), "-std=c++17", "-O2", "-fPIC", "-DKC_CPU",
+                                f"-I{KERNEL_INCLUDE_DIR}", "-x", "c++", "-c", str(source), "-o", str(obj)],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            channel.send({"compiled": False})   # the kernel's own compile will show the log
+        else:
+            listed = subprocess.run(["nm", "-u", "-P", str(obj)], capture_output=True, text=True, check=True)
+            channel.send({"compiled": True,
+                          "symbols": [line.split()[0] for line in listed.stdout.splitlines() if line]})
+    channel.send({"test": 0, "done": True})
+
+
+def perf(job: dict, channel: Sender) -> None:
+    from .perf import time_against_reference
+    channel.send({"test": 0, "start": True})
+    time_against_reference(job, channel, _implementation)
+    channel.send({"test": 0, "done": True})
+
+
+JOBS = {"gemm": gemm, "functions": functions, "symbols": symbols, "perf": perf}
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,256 @@
+"""One child process for a submission's code, and the walls around it.
+
+Parent side (`Isolation`, `Child`): what this machine allows, and starting, reading and
+stopping a child. Child side (`confine`): the limits the child puts on itself before it
+loads a line of the submission (a limit lowered cannot be raised again).
+
+The walls, and what each protects:
+  * another user: when the grader runs as root, each worker's children run as a uid of
+    their own (UID_BASE + worker), with no groups and no new privileges (setpriv), so a
+    submission cannot write the grader's files, read its memory, or signal or read a
+    submission graded beside it; after each child every process of that uid is killed,
+    so nothing a submission left running survives into the next;
+  * files: the child may write under its scratch folder only, and read only the system,
+    Python and the harness (Landlock, where the kernel has it, which also holds when the
+    grader is not root; otherwise only the uid does): not the submissions folder, not the
+    grader's output, not another student's scratch;
+    its copy of the submission is the one it reads, so the submissions folder is never
+    touched; inputs arrive as .npy files the grader wrote there;
+  * network: cut off (a network namespace of its own), where the machine allows it;
+  * an empty environment: only the variables the harness needs, never the grader's, never
+    the seed; HOME, TMPDIR and every cache point into scratch, so no cache is shared;
+  * limits: a time limit per test and per submission (the parent kills the child's whole
+    process group), files and printed output capped (RLIMIT_FSIZE; past it a write fails
+    with EFBIG), no core dumps, a cap on processes;
+  * the grader itself is not dumpable: a child running as the same user still cannot read
+    its memory or environment through /proc.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .channel import Receiver
+
+OUTPUT_LIMIT = 8 << 20         # bytes: the log of what the child prints, and any file it writes
+UID_BASE = 61000               # root: worker w's children run as UID_BASE + w
+PROCESS_LIMIT = 1024           # processes and threads of one child's uid (torch starts many)
+PASSED_THROUGH = ("PATH", "LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME", "ROCM_PATH", "HIP_PATH",
+                  "HIP_PLATFORM", "CXX", "TRITON_INTERPRET")
+
+
+def protect_grader() -> None:
+    """No process of the same user may read this one's memory, environment or file
+    descriptors through /proc (and no core dump of it is written)."""
+    PR_SET_DUMPABLE = 4
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this machine lets the grader do for one worker."""
+
+    uid: int | None            # the children's uid (None: they run as the grader's user)
+    network_cut: bool
+    landlock: bool
+
+    @classmethod
+    def probe(cls, worker: int) -> "Isolation":
+        root = os.geteuid() == 0 and shutil.which("setpriv") is not None
+        net = root and shutil.which("unshare") is not None and subprocess.run(
+            ["unshare", "--net", "--", "true"], capture_output=True).returncode == 0
+        isolation = cls(UID_BASE + worker if root else None, net, landlock_abi() > 0)
+        isolation.check_reachable()
+        return isolation
+
+    def check_reachable(self) -> None:
+        """The children's uid must be able to run this Python and import the harness; a
+        repository or a venv in a folder only the grader may enter (a home folder of mode
+        0700) would make every submission fail to load. Said once, before any grading."""
+        if self.uid is None:
+            return
+        harness = Path(__file__).resolve().parents[2]
+        tried = subprocess.run(self.command([sys.executable, "-c", "import kernelcourse.grade.child"]),
+                               cwd="/", capture_output=True, text=True, timeout=60,
+                               env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(harness)})
+        if tried.returncode != 0:
+            last = (tried.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise RuntimeError(
+                f"the submissions' uid ({self.uid}) cannot run {sys.executable} with the harness "
+                f"in {harness}: {last}. Make both readable to other users (chmod o+rX on each "
+                "folder on the way), or run the grader as a normal user (its children then run "
+                "as that user)")
+
+    def describe(self) -> str:
+        who = (f"as uids {UID_BASE}+ (one per worker, not the grader's)" if self.uid is not None
+               else "as the grader's own user (run the grader as root for a user of their own)")
+        files = ("it reads only the system, Python and the harness, and writes only under its "
+                 "scratch folder (Landlock)" if self.landlock else
+                 "its file access is limited by its uid only (this kernel has no Landlock)")
+        net = "no network" if self.network_cut else "network not cut off (needs root and unshare)"
+        return f"children run {who}; {files}; {net}"
+
+    def command(self, argv: list[str]) -> list[str]:
+        prefix = ["unshare", "--net", "--"] if self.network_cut else []
+        if self.uid is not None:
+            prefix += ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                       "--no-new-privs", "--"]
+        return prefix + argv
+
+    def own(self, path: Path) -> None:
+        """Hand a scratch folder, and all in it, to the children's uid: theirs to write."""
+        if self.uid is not None:
+            for inside in [path, *path.rglob("*")]:
+                os.chown(inside, self.uid, self.uid)
+        path.chmod(0o700)
+
+    def sweep(self) -> None:
+        """Kill every process of the children's uid: whatever a submission left behind."""
+        if self.uid is not None:
+            subprocess.run(["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                            "--", "kill", "-KILL", "-1"], capture_output=True)
+
+
+def child_environment(scratch: Path, gpu: str | None) -> dict:
+    """The whole environment of a child: nothing of the grader's but what the harness needs."""
+    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+    root = str(Path(__file__).resolve().parents[2])
+    env.update(HOME=str(scratch), TMPDIR=str(scratch / "tmp"), LANG="C.UTF-8", PYTHONPATH=root,
+               PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
+               KERNELCOURSE_CACHE=str(scratch / "cache"), TRITON_CACHE_DIR=str(scratch / "triton"),
+               CUPY_CACHE_DIR=str(scratch / "cupy"), MPLCONFIGDIR=str(scratch / "tmp"))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = gpu
+    return env
+
+
+class Child:
+    """A running child: python -m kernelcourse.grade.child, its job on stdin, its messages
+    on a private pipe, what it prints in `log` (a file of the grader's, capped)."""
+
+    def __init__(self, isolation: Isolation, scratch: Path, env: dict, log, job: bytes):
+        read, write = os.pipe()
+        argv = [sys.executable, "-s", "-m", "kernelcourse.grade.child", str(write)]
+        self.isolation = isolation
+        self.process = subprocess.Popen(isolation.command(argv), stdin=subprocess.PIPE, stdout=log,
+                                        stderr=log, pass_fds=(write,), cwd=scratch, env=env,
+                                        start_new_session=True)
+        os.close(write)
+        self.receiver = Receiver(read)
+        try:
+            self.process.stdin.write(job)
+            self.process.stdin.close()
+        except BrokenPipeError:               # it died before reading: its exit status says why
+            pass
+
+    def stop(self, closed: bool) -> str | None:
+        """Kill it (and its process group, and its uid's every process); why it ended, if it
+        ended by itself with an error. closed: it closed the pipe, so it is ending anyway."""
+        if closed:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        code = self.process.poll()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        self.isolation.sweep()
+        os.close(self.receiver.fd)
+        return exit_status(code) if code else None
+
+
+def exit_status(code: int) -> str:
+    if code < 0:
+        return f"the process was killed by {signal.Signals(-code).name}"
+    return f"the process exited with code {code} (os._exit, sys.exit or a crash)"
+
+
+# ----------------------------------------------------------------------------- child side
+
+def confine(scratch: Path) -> None:
+    """In the child, before the submission loads: the limits it can never lift again."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if os.getuid() >= UID_BASE:               # a uid of its own: the count is this child's
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
+    if landlock_abi() > 0:
+        _landlock(scratch)
+
+
+# Landlock (Linux 5.13+): an unprivileged process gives up rights for itself and its
+# children. Every file right is "handled", then granted back: reading and executing in the
+# system's folders, the Python installation and the harness (never the submissions folder,
+# the grader's output or another student's scratch); writing only beneath scratch and /dev
+# (GPU device nodes, /dev/null). Descriptors already open (the log, the pipe) stay usable.
+_SYSCALLS = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
+_READ_RIGHTS = (1 << 0) | (1 << 2) | (1 << 3)                    # execute, read file, read dir
+_WRITE_RIGHTS = (1 << 1) | sum(1 << b for b in range(4, 13))     # write file, remove, make
+_REFER, _TRUNCATE = 1 << 13, 1 << 14                             # ABI 2 and ABI 3
+_SYSTEM = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/run")
+
+
+def landlock_abi() -> int:
+    if sys.platform != "linux":
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    return max(0, libc.syscall(_SYSCALLS["create_ruleset"], None, 0, 1))   # ..._VERSION flag
+
+
+def readable_places() -> set[Path]:
+    """Where a child may read: the system, this Python (a venv's links followed), the harness,
+    and the toolkits the environment names."""
+    places = {Path(p) for p in _SYSTEM}
+    places |= {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    places |= {Path(sys.executable).resolve().parent, Path(__file__).resolve().parents[2]}
+    places |= {Path(p).resolve() for p in sys.path if p and Path(p).is_dir()}
+    for name in ("CUDA_PATH", "CUDA_HOME", "ROCM_PATH", "HIP_PATH", "LD_LIBRARY_PATH"):
+        places |= {Path(p).resolve() for p in os.environ.get(name, "").split(os.pathsep) if p}
+    return {p for p in places if _reachable(p)}
+
+
+def _reachable(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:                  # a folder this uid may not even look into
+        return False
+
+
+def _landlock(scratch: Path) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = landlock_abi()
+    writes = _WRITE_RIGHTS | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    handled = ctypes.c_uint64(_READ_RIGHTS | writes)  # struct landlock_ruleset_attr, ABI 1 part
+    ruleset = libc.syscall(_SYSCALLS["create_ruleset"], ctypes.byref(handled), 8, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+
+    class PathBeneath(ctypes.Structure):              # struct landlock_path_beneath_attr (packed)
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    rules = {place: _READ_RIGHTS for place in readable_places()}
+    rules[scratch.resolve()] = _READ_RIGHTS | writes
+    rules[Path("/dev")] = _READ_RIGHTS | (1 << 1) | (_TRUNCATE if abi >= 3 else 0)
+    for place, allowed in rules.items():
+        fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
+        if not place.is_dir():
+            allowed &= (1 << 0) | (1 << 1) | (1 << 2) | (_TRUNCATE if abi >= 3 else 0)
+        rule = PathBeneath(allowed, fd)
+        if libc.syscall(_SYSCALLS["add_rule"], ruleset, 1, ctypes.byref(rule), 0) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule for {place} failed")
+        os.close(fd)
+    PR_SET_NO_NEW_PRIVS = 38
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if libc.syscall(_SYSCALLS["restrict_self"], ruleset, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(ruleset)

@@ -1,0 +1,96 @@
+"""What is graded in one exercise: its `grading.py`, beside its README and checks.py.
+
+An exercise's grading.py defines
+
+  FILES             the files a submission holds (any may be missing)
+  TESTS             GemmTest or FunctionTest entries, in the order they are reported
+  TIME_LIMIT_S      seconds one submission may run in all
+  TEST_TIME_LIMIT_S seconds one test (one file, or one function) may run
+
+A GemmTest grades one kernel file (.cu or the Triton twin) per shape class: each class has
+its points, and earns the share of its shapes that came out right, so one failing shape
+costs its class, never the whole file. A FunctionTest grades one Python function on fresh
+random inputs, the share that came out right.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..gemm import Shape
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    name: str
+    title: str
+    cpu: tuple[Shape, ...]          # small: the cpu backend and Triton's interpreter
+    gpu: tuple[Shape, ...]
+
+    def shapes(self, on_gpu: bool) -> tuple[Shape, ...]:
+        return self.gpu if on_gpu else self.cpu
+
+
+# The exercises' tile is 32; "aligned" means every dimension a multiple of 64 (so of 32
+# too). Each class is pure: a missing zero-fill fails ragged K (and tiny) only, a missing
+# store guard ragged M/N (and tiny) only, so partial credit names the fault.
+CLASSES = {c.name: c for c in (
+    ShapeClass("aligned", "aligned shapes",
+               (Shape(64, 64, 64), Shape(128, 128, 128, signed=True)),
+               (Shape(256, 256, 256), Shape(1024, 1024, 1024, signed=True))),
+    ShapeClass("ragged_mn", "M and N ragged, K aligned",
+               (Shape(165, 99, 128), Shape(70, 50, 64, signed=True)),
+               (Shape(1061, 995, 1024), Shape(1000, 700, 1024, signed=True))),
+    ShapeClass("ragged_k", "K ragged, M and N aligned",
+               (Shape(128, 128, 147), Shape(64, 64, 7)),
+               (Shape(1024, 1024, 1043), Shape(256, 256, 7))),
+    ShapeClass("tiny", "tiny shapes, every dimension ragged",
+               (Shape(1, 1, 1), Shape(2, 3, 5, signed=True)),
+               (Shape(1, 1, 1), Shape(2, 3, 5, signed=True))),
+    ShapeClass("large", "large, aligned",
+               (Shape(192, 192, 192, signed=True),),
+               (Shape(4096, 4096, 4096, signed=True),)),
+)}
+
+
+@dataclass(frozen=True)
+class GemmTest:
+    """One kernel file, C = A @ B, graded per shape class (and timed on a GPU)."""
+
+    file: str                                   # "tiled.cu" or "tiled_triton.py"
+    points: dict                                # shape class -> points
+    perf_points: float = 0.0                    # on a GPU, for a kernel right on every class
+
+    @property
+    def kind(self) -> str:
+        return "c" if self.file.endswith(".cu") else "triton"
+
+    def classes(self) -> list[ShapeClass]:
+        return [CLASSES[name] for name in self.points]
+
+
+@dataclass(frozen=True)
+class FunctionTest:
+    """One Python function, on `cases` fresh inputs drawn by draw(rng) -> kwargs."""
+
+    name: str
+    points: float
+    draw: Callable = field(repr=False)
+    cases: int = 5
+
+
+def load(exercise: Path):
+    """The exercise's grading.py as a module (no __pycache__ left beside it)."""
+    name = f"grading_{exercise.name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(name, exercise / "grading.py")
+    module = importlib.util.module_from_spec(spec)
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
+    return module
+

@@ -1,0 +1,10 @@
+// A header beyond portable.h (for getenv, fopen, system...): refused.
+// grade: tiled.cu=0
+// says: includes a header other than "portable.h"
+#include "portable.h"
+#include <stdlib.h>
+
+extern "C" __global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    C[0] = getenv("GRADE_SEED") ? 1.0f : 0.0f;
+}

@@ -1,0 +1,67 @@
+"""The folders of submissions the grader's tests grade, as {student: {file name: text}}.
+
+tests/test_grade.py grades them on the CPU; scripts/gpu_checks.sh (step grade) writes the
+exercise 01 folder and grades it on a GPU, with performance points:
+
+    python tests/grading/submissions.py 01 DIR
+"""
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+REPO = TESTS.parent
+CHEATS = TESTS / "grading"
+VARIANTS_03 = sorted((TESTS / "exercises" / "03").glob("*.py"))
+sys.path.insert(0, str(TESTS))
+import exercise_variants as variants  # noqa: E402
+
+
+def exercise_01() -> dict:
+    """The solution, the stub, a missing file, each known-wrong variant, and each file of
+    grading/01 (robustness cases and cheats)."""
+    solution, stub = REPO / "solutions" / "01-tiled-matmul", REPO / "exercises" / "01-tiled-matmul"
+    files = ("tiled.cu", "tiled_triton.py")
+    students = {"solution": {n: (solution / n).read_text() for n in files},
+                "stub": {n: (stub / n).read_text() for n in files},
+                "missing_file": {"tiled.cu": (solution / "tiled.cu").read_text()}}
+    for v in variants.EXERCISE_01:
+        students[f"variant_{v.name}"] = {v.file: v.apply((solution / v.file).read_text())}
+    for cheat in sorted((CHEATS / "01").iterdir()):
+        name = "tiled.cu" if cheat.suffix == ".cu" else "tiled_triton.py"
+        students[f"cheat_{cheat.stem}"] = {name: cheat.read_text()}
+    return students
+
+
+def exercise_02() -> dict:
+    shipped = (REPO / "exercises" / "02-ragged-dims" / "tiled_faulty.cu").read_text()
+    students = {"shipped": {"tiled_faulty.cu": shipped},
+                "solution": {"tiled_faulty.cu": (REPO / "solutions" / "02-ragged-dims" / "tiled_faulty.cu").read_text()}}
+    for v in variants.EXERCISE_02:
+        students[f"variant_{v.name}"] = {v.file: v.apply(shipped)}
+    return students
+
+
+def exercise_03() -> dict:
+    solved = (REPO / "solutions" / "03-intensity-math" / "intensity.py").read_text()
+    students = {"solution": {"intensity.py": solved},
+                "stub": {"intensity.py": (REPO / "exercises" / "03-intensity-math" / "intensity.py").read_text()},
+                "missing_file": {"notes.txt": "I forgot to upload it"}}
+    for v in VARIANTS_03:
+        students[f"variant_{v.stem}"] = {"intensity.py": solved + "\n\n" + v.read_text()}
+    for cheat in sorted((CHEATS / "03").glob("*.py")):
+        students[f"cheat_{cheat.stem}"] = {"intensity.py": cheat.read_text()}
+    return students
+
+
+FOLDERS = {"01": exercise_01, "02": exercise_02, "03": exercise_03}
+
+
+def write(folder: Path, students: dict) -> None:
+    for student, files in students.items():
+        (folder / student).mkdir(parents=True)
+        for name, text in files.items():
+            (folder / student / name).write_text(text)
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[2]), FOLDERS[sys.argv[1]]())
