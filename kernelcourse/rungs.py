@@ -1,10 +1,11 @@
-"""The rungs of the GEMM ladder: naive -> shared-memory tiles -> register blocking.
+"""The rungs of the GEMM ladder: naive -> shared-memory tiles -> register blocking,
+and above it (lab 06) double buffering and warp tiling.
 
 This module is the one place that knows how each rung is built and launched:
 which .cu file and entry point, its default -D defines, the grid and block
 those defines imply, its Triton twin, and its analytic arithmetic intensity.
-Labs 01-04, the tests and anything else that runs a rung go through `RUNGS`,
-so no launch code is copied anywhere.
+Labs 01-04, the tests and anything else that runs a rung go through `RUNGS`
+(lab 06's rungs: `SIMT_TOP`), so no launch code is copied anywhere.
 
     rung = rungs.RUNG["tiled"]
     impl = rung.c_impl(backend, TILE=16)      # compiled once, here
@@ -13,6 +14,7 @@ so no launch code is copied anywhere.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -38,7 +40,8 @@ class Rung:
     kernel: str                                # its extern "C" entry point
     defines: dict                              # defaults, the same as the file's #ifndef values
     geometry: Callable[[dict, int, int], tuple]    # (defines, M, N) -> (grid, block)
-    twin: Path                                 # the Triton twin (.py with gemm(A, B, C, M, N, K))
+    twin: Path | None                          # the Triton twin (.py with gemm(A, B, C, M, N, K));
+                                               # None where Triton does the technique itself
     intensity_of: Callable[[dict], float]      # analytic FLOP per byte of global traffic
     shared_of: Callable[[dict], int]           # static shared memory the kernel declares (bytes)
     summary: str = ""
@@ -46,6 +49,8 @@ class Rung:
     interpreter_suite: Suite | None = None
     # warm-up and repeats for timing on a GPU (the naive rungs are slow at 4096)
     bench_kwargs: dict = field(default_factory=dict)
+    # Defines that follow the lockstep width (warp tiling): width -> defines. None: none do.
+    lockstep_defines: Callable[[int], dict] | None = None
 
     # -- defines and geometry
     def config(self, **defines) -> dict:
@@ -55,6 +60,15 @@ class Rung:
             raise ValueError(f"{self.name} has no define {', '.join(unknown)}; "
                              f"its defines: {', '.join(self.defines)}")
         return {**self.defines, **defines}
+
+    def for_lockstep(self, width: int) -> Rung:
+        """The rung as it is built where `width` threads run in lockstep (32: an NVIDIA
+        warp, 64: an AMD CDNA wavefront, 1: the cpu backend): the defaults that follow the
+        width set for it. A rung none of whose defines follow the width is itself."""
+        if self.lockstep_defines is None:
+            return self
+        return dataclasses.replace(self, defines=self.config(**self.lockstep_defines(width)),
+                                   lockstep_defines=None)
 
     def launch_geometry(self, M: int, N: int, **defines) -> tuple[tuple, tuple]:
         """(grid, block) that covers an M x N C with these defines."""
@@ -82,7 +96,10 @@ class Rung:
 
     # -- implementations
     def c_impl(self, backend, **defines) -> GemmImpl:
-        """The C kernel on a cuda or hip backend, compiled now (once) with these defines."""
+        """The C kernel on a cuda, hip or cpu backend, compiled now (once) with these defines
+        (over the defaults for the backend's lockstep width, where the rung has such)."""
+        if self.lockstep_defines is not None:
+            return self.for_lockstep(backend.device.lockstep_width).c_impl(backend, **defines)
         d = self.config(**defines)
         kernel = backend.compile(self.source, self.kernel, d)
         geometry = self.geometry
@@ -94,6 +111,11 @@ class Rung:
 
     def twin_module(self):
         """The Triton twin, imported by file path (the labs are folders, not packages)."""
+        if self.twin is None:
+            raise ValueError(f"{self.name} has no Triton twin: Triton splits a tile over "
+                             "warps and pipelines the K loop itself (num_warps, num_stages), "
+                             "so this rung's technique has no Triton spelling; lab 05's "
+                             "kernels are the Triton side of it")
         name = f"kernelcourse_twin_{self.name}"
         if name not in sys.modules:
             spec = importlib.util.spec_from_file_location(name, self.twin)
@@ -111,8 +133,18 @@ class Rung:
 
     # -- compile-only report
     def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), **defines) -> list:
-        """Registers, shared memory and spills of the C kernel on each target, no GPU needed."""
+        """Registers, shared memory and spills of the C kernel on each target, no GPU needed
+        (each target built with its own lockstep width's defaults, where the rung has such)."""
+        if self.lockstep_defines is not None:
+            return [row for target in targets for row in
+                    self.for_lockstep(lockstep_width(target)).resources((target,), **defines)]
         return resource_usage(self.source, self.kernel, self.config(**defines), targets)
+
+
+def lockstep_width(target: str) -> int:
+    """Threads in lockstep on a compile target: gfx9 (GCN, CDNA) runs wavefronts of 64,
+    NVIDIA and AMD's RDNA (gfx10 onward) 32."""
+    return 64 if target.startswith("gfx9") else 32
 
 
 def _naive_geometry(d, M, N):
@@ -126,6 +158,24 @@ def _tiled_geometry(d, M, N):
 def _regblock_geometry(d, M, N):
     threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
     return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (threads,)
+
+
+def _warp_tiling_geometry(d, M, N):
+    threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * d["WARP"]
+    return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (threads,)
+
+
+def _staged_shared(d):
+    """Two stages of the transposed A slice (padded rows) and of the B slice."""
+    return 2 * (d["BK"] * (d["BM"] + d["A_PAD"]) + d["BK"] * d["BN"]) * 4
+
+
+def _warp_tiling_lockstep(width: int) -> dict:
+    """WARP is the lockstep width (the cpu backend has none and takes NVIDIA's 32), and the
+    warp tile grows with it, WM = WARP, so that a lane keeps 2 x 2 sub-tiles of 4 x 4 and
+    the block 256 threads: 32 x 64 warp tiles of 4 x 8 lanes, or 64 x 64 of 8 x 8."""
+    warp = width if width in (32, 64) else 32
+    return {"WARP": warp, "WM": warp}
 
 
 # The naive twin launches one program per element of C, and the interpreter runs
@@ -180,5 +230,30 @@ REGBLOCK = Rung(
     summary="BM x BN block tile, TM x TN micro-tile in registers per thread",
 )
 
+DOUBLE_BUFFER = Rung(
+    name="double_buffer",
+    source=LABS / "06-warp-tiling" / "double_buffer.cu", kernel="sgemm_double_buffer",
+    defines={"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "A_PAD": 4, "MIN_BLOCKS": 2},
+    geometry=_regblock_geometry,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"]),
+    shared_of=_staged_shared,
+    summary="128 x 128 block tile, 8 x 8 per thread, two shared stages: loads overlap FMAs",
+)
+WARP_TILING = Rung(
+    name="warp_tiling",
+    source=LABS / "06-warp-tiling" / "warp_tiling.cu", kernel="sgemm_warp_tiling",
+    defines={"WARP": 32, "BM": 128, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "LANES_N": 8,
+             "TM": 4, "TN": 4, "A_PAD": 4, "MIN_BLOCKS": 2},
+    geometry=_warp_tiling_geometry,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"]),
+    shared_of=_staged_shared,
+    summary="double buffering, warp tiles of lanes that read shared memory conflict-free",
+    lockstep_defines=_warp_tiling_lockstep,
+)
+
 RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK)
+# The top of the SIMT ladder (lab 06); not yet in RUNGS, which lab 04's ladder walks.
+SIMT_TOP: tuple[Rung, ...] = (DOUBLE_BUFFER, WARP_TILING)
 RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}

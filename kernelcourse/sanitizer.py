@@ -96,7 +96,7 @@ def read(tool: str, text: str) -> Report:
                 records[-1].append(body.strip())
             continue
         match = _SUMMARY.match(body)
-        if match:
+        if match and not summary:            # the first; a second may say how many were not printed
             summary = match.group(1)
         records.append([body])
     found: dict[tuple, Finding] = {}

@@ -92,9 +92,11 @@ class KernelSource:
         return entries[kernel_name]
 
     def fingerprint(self, *parts: str) -> str:
-        """A hash of this source, the shared prelude and every option that changes the build."""
+        """A hash of this source, every header it may include from kernels/ (portable.h,
+        load4.h, ...) and every option that changes the build."""
+        headers = [p.read_text() for p in sorted(KERNEL_INCLUDE_DIR.glob("*.h"))]
         h = hashlib.sha256()
-        for piece in (self.text, (KERNEL_INCLUDE_DIR / "portable.h").read_text(), *parts):
+        for piece in (self.text, *headers, *parts):
             h.update(piece.encode())
             h.update(b"\0")
         return h.hexdigest()[:32]

@@ -9,12 +9,13 @@
 # GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
-# performance points, JOBS=1 then JOBS=4, the grades compared). Default: all of them.
+# performance points, JOBS=1 then JOBS=4, the grades compared), simt-top (lab 06's rungs and
+# its tile sweep against cuBLAS). Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade simt-top}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -36,6 +37,7 @@ run_step() {
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
     launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
+    simt-top)      "$py" labs/06-warp-tiling/sweep.py ;;
     grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1
                    for jobs in 1 4; do
@@ -87,7 +89,8 @@ for step in $steps; do
   fi
 done
 cp -r results "$logs/" 2>/dev/null
-cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json "$out/" 2>/dev/null
+cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json \
+   results/simt-top-*.json "$out/" 2>/dev/null
 cp -r results/grade-01-* "$out/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

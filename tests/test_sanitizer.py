@@ -24,6 +24,7 @@ MEMCHECK = """\
 ========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cuCtxSynchronize.
 =========
 ========= ERROR SUMMARY: 4 errors
+========= ERROR SUMMARY: 2 errors were not printed. Use --print-limit option to adjust the number of printed errors
 """
 
 RACECHECK = """\
