@@ -176,10 +176,11 @@ def explain(exc: BaseException, folder: Path, limit: int = OUTPUT_LIMIT) -> str:
 
 # --------------------------------------------------------------------------- the parent ---
 
-def description(exercise: Path):
-    """The exercise's checks.py, loaded without leaving a __pycache__ in the student's folder."""
-    spec = importlib.util.spec_from_file_location(f"checks_{exercise.name.replace('-', '_')}",
-                                                  exercise / "checks.py")
+def description(exercise: Path, file: str = "checks.py"):
+    """The exercise's checks.py (or another of its files: the grader's grading.py), loaded
+    without leaving a __pycache__ in the student's folder."""
+    spec = importlib.util.spec_from_file_location(
+        f"{Path(file).stem}_{exercise.name.replace('-', '_')}", exercise / file)
     module = importlib.util.module_from_spec(spec)
     writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:

@@ -14,8 +14,6 @@ random inputs, the share that came out right.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -86,13 +84,6 @@ class FunctionTest:
 
 def load(exercise: Path):
     """The exercise's grading.py as a module (no __pycache__ left beside it)."""
-    name = f"grading_{exercise.name.replace('-', '_')}"
-    spec = importlib.util.spec_from_file_location(name, exercise / "grading.py")
-    module = importlib.util.module_from_spec(spec)
-    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = writes
-    return module
+    from ..check import description
+    return description(exercise, "grading.py")
 

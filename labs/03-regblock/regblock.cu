@@ -19,6 +19,7 @@
 // on each SM / CU, which is what hides the global-memory latency here (this
 // rung has no double buffering; the module explains it as the next step).
 #include "portable.h"
+#include "load4.h"      // load4(): a guarded float4 load, 0.0f past an edge (shared with lab 06)
 
 #ifndef BM
 #define BM 64          // rows of C per block
@@ -54,23 +55,6 @@ static_assert(BK % 4 == 0 && BN % 4 == 0 && TN % 4 == 0,
 static_assert((BM * BK / 4) % THREADS == 0 && (BK * BN / 4) % THREADS == 0,
               "every thread must load the same number of float4 per slice: "
               "BM*BK and BK*BN must be multiples of 4 * threads");
-
-// Four consecutive floats row_ptr[col .. col+3] of a row with `limit` columns:
-// one float4 load when the row is in range, 16-byte aligned and the four
-// columns all exist; otherwise one guarded load per element, and 0.0f for any
-// element outside the matrix, never a skipped write.
-static __device__ __forceinline__ float4 load4(const float* row_ptr, int col, int limit,
-                                               bool row_ok, bool aligned)
-{
-    if (row_ok && aligned && col + 3 < limit)
-        return *reinterpret_cast<const float4*>(row_ptr + col);
-    float4 v;
-    v.x = (row_ok && col + 0 < limit) ? row_ptr[col + 0] : 0.0f;
-    v.y = (row_ok && col + 1 < limit) ? row_ptr[col + 1] : 0.0f;
-    v.z = (row_ok && col + 2 < limit) ? row_ptr[col + 2] : 0.0f;
-    v.w = (row_ok && col + 3 < limit) ? row_ptr[col + 3] : 0.0f;
-    return v;
-}
 
 extern "C" __global__ __launch_bounds__(THREADS)
 void sgemm_regblock(const float* A, const float* B, float* C, int M, int N, int K)
