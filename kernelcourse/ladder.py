@@ -37,12 +37,12 @@ def lead_backend(opts: LabOptions):
 
 def impls(rung: Rung, opts: LabOptions) -> list[GemmImpl]:
     """The rung's implementations this run includes: the C kernel (on the GPU, or on the cpu
-    backend with no GPU) and the twin."""
+    backend with no GPU) and the twin, where the rung has one."""
     cb, tb = backends(opts)
     found = []
     if cb is not None:
         found.append(rung.c_impl(cb))
-    if tb is not None:
+    if tb is not None and rung.twin is not None:
         found.append(rung.triton_impl(tb))
     return found
 

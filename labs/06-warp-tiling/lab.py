@@ -1,0 +1,98 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 06 — Warp tiling: the top of the SIMT ladder
+#
+# Lab 03's kernel owns a 64 x 64 tile per block and 4 x 4 outputs per thread, and it
+# alternates strictly: load a slice, wait, compute on it, wait. Two changes take it to
+# the top of what this course's C kernels reach on the CUDA cores:
+#
+# * **Double buffering** (`double_buffer.cu`). A 128 x 128 tile, 8 x 8 per thread, and two
+#   shared-memory stages: the next slice's global loads are issued into registers before
+#   this slice's multiply-adds and stored into the other stage after them, so the loads
+#   are in flight while the FMAs run, and one barrier per slice is enough (the stage
+#   written next was last read before that barrier).
+# * **Warp tiling** (`warp_tiling.cu`). The block tile is split into one tile per warp,
+#   and a warp's lanes stand in a grid whose width follows the lockstep width (`WARP`:
+#   32 on NVIDIA, 64 on AMD CDNA) so that every shared-memory read of a warp is
+#   contiguous or a broadcast.
+#
+# Neither has a Triton twin: Triton splits a tile over warps and pipelines the K loop
+# itself (`num_stages`, lab 05). Without a GPU both run on the `cpu` backend, which checks
+# them exactly as on a GPU and says nothing about their speed.
+
+# %%
+import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
+
+from kernelcourse import bench, lab, ladder, rungs
+from kernelcourse.device import detect
+
+opts = lab.options(gpu_size=4096, cpu_size=128)
+device = detect()
+print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+
+# %% [markdown]
+# ## 1. The kernels
+#
+# Each rung's geometry for a 1000 x 1000 C. The warp-tiling rung's defines depend on the
+# lockstep width of the device it is built for: one 32-lane warp per 32 x 64 warp tile on
+# NVIDIA (and on the `cpu` backend), one 64-lane wavefront per 64 x 64 tile on AMD.
+
+# %%
+for rung in rungs.SIMT_TOP:
+    print(f"{rung.name}: {rung.summary}")
+    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000), end="\n\n")
+
+# %% [markdown]
+# ## 2. Test
+#
+# The whole verification suite for each rung: ragged shapes, 1 x 1 x 1, deep K, three runs
+# each with C poisoned and fenced. Expect `PASS` for both.
+
+# %%
+reports = [ladder.check(impl, rung) for rung in rungs.SIMT_TOP for impl in ladder.impls(rung, opts)]
+assert reports and all(r.passed for r in reports), "a lab 06 kernel failed verification"
+
+# %% [markdown]
+# ## 3. Resource usage
+#
+# Both rungs ask for two blocks of 256 threads per SM (`__launch_bounds__(256, 2)`), which
+# caps them at 128 registers each on sm_90: 64 accumulators per thread, the fragments of A
+# and B, the registers that carry the next slice, and addresses. Nothing may spill; the
+# gfx90a build uses wavefronts of 64.
+
+# %%
+for rung in rungs.SIMT_TOP:
+    ladder.resource_report(rung, opts)
+
+# %% [markdown]
+# ## 4. Benchmark
+#
+# On a GPU: regblock (lab 03) and both rungs against the vendor library at 4096³, in one
+# run. On the H200 (`results/simt-top-nvidia-h200.json`) that was 56.9%, 77.2% and 87.3% of
+# cuBLAS SGEMM. `sweep.py` times 15 more tile shapes at three sizes: at 1000³ a 64 x 64
+# block tile wins, because 128 x 128 tiles leave half of the H200's SMs without a block.
+#
+# Without a GPU: wall-clock times of the emulation at a toy size, labelled as such.
+
+# %%
+found = [rungs.RUNG["regblock"].c_impl(lab.c_backend(opts))]
+found += [impl for rung in rungs.SIMT_TOP for impl in ladder.impls(rung, opts)]
+n = opts.size
+if ladder.lead_backend(opts).on_gpu:
+    timings = bench.compare(found, n, n, n, library=ladder.library(opts))
+else:
+    timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+print(bench.table(timings))
+ladder.save_gpu_result("warp-tiling", {"timings": timings}, opts, size=opts.size)
