@@ -531,3 +531,23 @@ def test_gpu_work_left_on_another_stream_is_inside_the_timed_region(cuda_backend
                        sets, outputs, cuda_backend)
     ratio = min(times["elsewhere"]) / min(times["reference"])
     assert 0.8 < ratio < 1.25, times
+
+
+# ------------------------------------------------------------------------------ the probe
+
+def test_the_probe_runs_the_reference_kernels_confined_stage_by_stage(tmp_path):
+    """What the grader runs first on a GPU, here with the cpu backend: each stage named with
+    its seconds; a stage that fails stops the run with the stage it reached."""
+    run = make_run(REPO / "exercises" / "01-tiled-matmul", tmp_path / "out")
+    said = []
+    try:
+        runner.probe(run, progress=said.append)
+        assert [line.split(" (")[0] for line in said] == [
+            f"  probe: {run.c_backend} backend started", "  probe: the reference C kernel compiled",
+            "  probe: the reference C kernel ran and was right",
+            "  probe: the reference Triton kernel compiled, ran and was right"], said
+        run.c_backend = "no-such-backend"
+        with pytest.raises(RuntimeError, match="did not finish; last stage reached: nothing"):
+            runner.probe(run, progress=said.append)
+    finally:
+        run.close()

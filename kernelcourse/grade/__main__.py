@@ -82,7 +82,12 @@ def grade_folder(args) -> int:
     print(f"  {timing}")
     started = time.monotonic()
     try:
+        if run.on_gpu:
+            runner.probe(run)
         rows = runner.grade_folder(run, submissions, jobs, args.student)
+    except RuntimeError as exc:
+        print(f"cannot grade on this machine: {exc}")
+        return 2
     finally:
         run.close()
     seconds = time.monotonic() - started

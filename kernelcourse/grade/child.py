@@ -160,7 +160,38 @@ def perf(job: dict, channel: Sender) -> None:
     channel.send({"test": 0, "done": True})
 
 
-JOBS = {"gemm": gemm, "functions": functions, "symbols": symbols, "perf": perf}
+def probe(job: dict, channel: Sender) -> None:
+    """Before any grading: the course's own kernels, confined exactly as a submission is,
+    one stage at a time, each stage's seconds sent as it ends (the parent names the stage
+    that failed or never ended)."""
+    import time
+
+    from kernelcourse import rungs
+    from kernelcourse.backends import get_backend
+    from kernelcourse.gemm import Shape, Suite
+    from kernelcourse.verify import verify
+    one = Suite("probe", 32, (Shape(64, 48, 40, "ragged in M, N and K"),))
+    channel.send({"test": 0, "start": True})
+    clock = time.monotonic()
+
+    def stage(name: str) -> None:
+        nonlocal clock
+        channel.send({"stage": name, "seconds": round(time.monotonic() - clock, 2)})
+        clock = time.monotonic()
+    c = get_backend(job["backend"])
+    stage(f"{c.name} backend started")
+    tiled = rungs.RUNG["tiled"]
+    kernel = tiled.c_impl(c)
+    stage("the reference C kernel compiled")
+    assert verify(kernel, one, repeats=1, verbose=False).passed, "the reference C kernel was wrong"
+    stage("the reference C kernel ran and was right")
+    twin = tiled.triton_impl(get_backend("triton"))
+    assert verify(twin, one, repeats=1, verbose=False).passed, "the reference Triton kernel was wrong"
+    stage("the reference Triton kernel compiled, ran and was right")
+    channel.send({"test": 0, "done": True})
+
+
+JOBS = {"gemm": gemm, "functions": functions, "symbols": symbols, "perf": perf, "probe": probe}
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -444,6 +444,27 @@ def _valid_times(times) -> bool:
 
 # ------------------------------------------------------------------------------ a folder
 
+PROBE_TIME_LIMIT_S = 300
+
+
+def probe(run: Run, progress=print) -> None:
+    """On a GPU, before any submission: the course's reference kernels in a child confined
+    as a submission's is (worker 0's uid, Landlock, no network), stage by stage, with the
+    seconds each took. A stage that fails or never ends stops the run, named, with the
+    child's last output: no class is graded on a machine whose sandbox cannot run a kernel."""
+    empty = Path(tempfile.mkdtemp(dir=run.scratch_root))
+    probing = Submission(run, "probe", empty, 0)
+    stages = []
+    ended = probing.drive({"kind": "probe", "backend": run.c_backend, "tests": [{}]}, 1,
+                          lambda header, _: stages.append(header), None, 1 << 16, PROBE_TIME_LIMIT_S)
+    for s in stages:
+        progress(f"  probe: {s['stage']} ({s['seconds']:g} s)")
+    if ended:
+        reached = stages[-1]["stage"] if stages else "nothing (the child did not start a stage)"
+        raise RuntimeError(f"the sandboxed probe of the GPU did not finish; last stage reached: "
+                           f"{reached}; {ended[0]}")
+
+
 def grade_folder(run: Run, submissions: Path, jobs: int, only: str | None = None,
                  progress=print) -> list[tuple[str, list[Outcome]]]:
     """Every student's folder (or only one), JOBS at a time; their rows, in name order."""
