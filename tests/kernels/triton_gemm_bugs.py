@@ -34,9 +34,25 @@ def gemm_with_bugs(a_ptr, b_ptr, c_ptr, M, N, K,
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
 
 
+def fenced(X, rows_after: int):
+    """X copied into a buffer followed by `rows_after` rows of NaN, and the view of X in it.
+    Without the K mask the kernel reads past the end of A and B; there the memory is not
+    ours and holds anything (in the interpreter, another array, or an unmapped page), so the
+    bug would show differently from run to run. Fenced, what it reads past K is NaN: the
+    same wrong answer every time."""
+    import torch
+    rows, cols = X.shape
+    buffer = torch.full(((rows + rows_after) * cols,), float("nan"), dtype=X.dtype, device=X.device)
+    view = buffer[:rows * cols].view(rows, cols)
+    view.copy_(X)
+    return view
+
+
 def launcher(mask_k=True, mask_store=True, acc_fp16=False, round_grid_down=False, block=32):
     """A GEMM launcher with the chosen bugs switched on."""
     def gemm(A, B, C, M, N, K):
+        if not mask_k:                       # the reads past K land in NaN, never elsewhere
+            A, B = fenced(A, -(-block // K) + 1), fenced(B, block)
         blocks = (lambda n: max(n // block, 1)) if round_grid_down else (lambda n: triton.cdiv(n, block))
         gemm_with_bugs[(blocks(M), blocks(N))](
             A, B, C, M, N, K, *A.stride(), *B.stride(), *C.stride(),
