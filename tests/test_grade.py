@@ -551,3 +551,14 @@ def test_the_probe_runs_the_reference_kernels_confined_stage_by_stage(tmp_path):
             runner.probe(run, progress=said.append)
     finally:
         run.close()
+
+
+def test_a_file_that_does_not_compile_costs_only_itself_and_is_graded_once(graded01):
+    student = "compile_error_beside_its_twin"
+    tests = graded01.results[student]["tests"]
+    for t in tests:
+        if t["name"].startswith("tiled.cu") and "performance" not in t["name"]:
+            assert t["score"] == 0 and "does not compile" in t["output"], t
+        elif t["name"].startswith("tiled_triton.py") and "performance" not in t["name"]:
+            assert t["score"] == t["max_score"], t
+    assert graded01.results[student]["execution_time"] < 60, graded01.results[student]["execution_time"]

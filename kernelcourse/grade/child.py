@@ -70,9 +70,11 @@ def gemm(job: dict, channel: Sender) -> None:
             impl = _implementation(test, job["backend"], folder)
         except CompileError as exc:
             channel.send({"test": t, "compile_error": str(exc)[-4000:]})
+            channel.send({"test": t, "done": True})
             continue
         except BaseException as exc:          # an import that fails, a missing gemm()
             channel.send({"test": t, "load_error": _explain(exc, folder)})
+            channel.send({"test": t, "done": True})
             continue
         channel.send({"test": t, "ran": f"{impl.backend.name} backend: {impl.backend.label}"})
         backend = impl.backend

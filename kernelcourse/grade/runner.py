@@ -161,6 +161,7 @@ class Submission:
             log = tempfile.TemporaryFile(dir=self.run.scratch_root)
             child = Child(self.isolation, self.scratch, self.env, log, json.dumps(sub).encode())
             current, started, why, closed = None, False, None, False
+            begun: set[int] = set()                     # the tests this child started
             expect = _shifted(expect_bytes, first)
             test_deadline = time.monotonic() + time_limit
             try:
@@ -171,6 +172,7 @@ class Submission:
                         header["test"] += first
                     if header.get("start"):
                         current, started = header["test"], True
+                        begun.add(current)
                         test_deadline = time.monotonic() + time_limit
                     elif header.get("done"):
                         done.add(header["test"])
@@ -189,7 +191,11 @@ class Submission:
             why = why or status
             printed = _tail(log)
             shown = f"\nits last output (ignored for grading):\n{printed}" if printed and "time limit" not in (why or "") else ""
-            remaining = [t for t in range(first, count) if t not in done and t != current]
+            # A test this child started and never finished, other than the one it was in when it
+            # ended, is not run again: a fresh child would only do the same, and so on forever.
+            for t in begun - done - {current}:
+                ended[t] = "the test ended without a verdict from its process"
+            remaining = [t for t in range(first, count) if t not in done and t not in begun]
             if current is not None:
                 ended[current] = (why or "the process exited (code 0) in the middle of this test: "
                                          "os._exit(0)?") + shown

@@ -26,6 +26,12 @@ def exercise_01() -> dict:
                 "missing_file": {"tiled.cu": (solution / "tiled.cu").read_text()}}
     for v in variants.EXERCISE_01:
         students[f"variant_{v.name}"] = {v.file: v.apply((solution / v.file).read_text())}
+    # A file that does not compile beside one that is right: the one must not cost the other
+    # (nor make the grader run the good one again and again).
+    broken = next(v for v in variants.EXERCISE_01 if v.name == "compile_error")
+    students["compile_error_beside_its_twin"] = {
+        "tiled.cu": broken.apply((solution / "tiled.cu").read_text()),
+        "tiled_triton.py": (solution / "tiled_triton.py").read_text()}
     for cheat in sorted((CHEATS / "01").iterdir()):
         name = "tiled.cu" if cheat.suffix == ".cu" else "tiled_triton.py"
         students[f"cheat_{cheat.stem}"] = {name: cheat.read_text()}
