@@ -144,8 +144,7 @@ def run_shape(impl: GemmImpl, shape: Shape, suite: Suite, rng, repeats: int) -> 
             backend.synchronize()
             outputs.append(backend.to_host(buffer))
     except Exception as exc:                 # a crash is a verdict, not the harness's failure
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        result.crash = f"{type(exc).__name__}: {exc} (raised at {where.filename}:{where.lineno})"
+        result.crash = f"{type(exc).__name__}: {exc}{_raised_at(exc)}"
         return result
     return judge_outputs(result, outputs, ref, pad, poison_bits)
 
@@ -255,6 +254,20 @@ def _hang(f: Failures) -> str:
             "__syncthreads() inside a branch that some threads of the block skip.")
 
 
+def _is_divergent_barrier(crash: str) -> bool:
+    """A launch the cpu backend stopped because part of a block waited at a barrier the rest
+    never reached (on a GPU: undefined behaviour, often a hang)."""
+    return "divergent barrier" in crash.lower()
+
+
+def _divergent_barrier(f: Failures) -> str:
+    r = f.first(lambda r: r.crash and _is_divergent_barrier(r.crash))
+    return (f"Stopped on {r.shape} ({r.shape.why}): {r.crash}. Every thread of a block must "
+            "reach every __syncthreads(): one inside `if (row < M && col < N)`, or inside a "
+            "loop that some threads leave early, is reached by part of the block only. Keep the "
+            "loads, both barriers and the inner product outside any branch; guard the store only.")
+
+
 def _crash(f: Failures) -> str:
     r = f.first(lambda r: r.crash)
     hint = ""
@@ -354,6 +367,8 @@ class Rule(NamedTuple):
 RULES: tuple[Rule, ...] = tuple(Rule(*rule) for rule in (
     ("ok", lambda f: not f.failed, _ok),
     ("hang", lambda f: any(r.crash and _is_hang(r.crash) for r in f.failed), _hang),
+    ("barrier", lambda f: any(r.crash and _is_divergent_barrier(r.crash) for r in f.failed),
+     _divergent_barrier),
     ("crash", lambda f: any(r.crash for r in f.failed), _crash),
     ("store_guard", lambda f: any(r.oob_before or r.oob_after for r in f.failed), _store_guard),
     ("grid", lambda f: any(r.unwritten for r in f.failed), _grid),

@@ -52,6 +52,13 @@ EXERCISE_01 = (
             (("        // Barrier 1, read-after-write: no thread may read the tiles until every\n"
               "        // thread has written its slot of them.\n"
               "        __syncthreads();\n", ""),)),
+    # The loop (loads, barriers, inner product) under the store's guard: in an edge block
+    # the threads outside C never reach the barriers the others wait at.
+    Variant("barrier_inside_if", "tiled.cu", "barrier", "the whole K loop inside if (row < M && col < N)",
+            (("    float acc = 0.0f;\n    for (int k0 = 0; k0 < K; k0 += TILE) {",
+              "    float acc = 0.0f;\n    if (row < M && col < N)\n    for (int k0 = 0; k0 < K; k0 += TILE) {"),),
+            gpu_passes="on a GPU a barrier only part of a block reaches is undefined: it may pass, "
+                       "hang or give wrong results"),
     Variant("no_store_guard", "tiled.cu", "store_guard", "the store's guard left out",
             (("    if (row < M && col < N)\n        C[(size_t)row * N + col] = acc;",
               "    C[(size_t)row * N + col] = acc;"),)),

@@ -179,9 +179,11 @@ FAILS_01 = {
     "zero_fill": {"K ragged, M and N aligned", "tiny shapes, every dimension ragged"},
     "store_guard": {"M and N ragged, K aligned", "tiny shapes, every dimension ragged"},
     "compile": set(CLASSES),
+    "barrier": {"M and N ragged, K aligned", "tiny shapes, every dimension ragged"},
 }
 SAYS_01 = {"compile": "does not compile; the compiler's log", "store_guard": "outside C",
-           "race": "results moved between identical runs", "crash": "illegal memory access"}
+           "race": "results moved between identical runs", "crash": "illegal memory access",
+           "barrier": "divergent barrier"}
 
 
 @pytest.mark.parametrize("variant", variants.EXERCISE_01, ids=lambda v: v.name)

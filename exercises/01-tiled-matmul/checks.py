@@ -106,6 +106,8 @@ LOOK = {
                       "every slot written, 0.0f out of range"),
         "race": (r"__syncthreads", "the barriers: one after the loads (TODO 3), one after the inner product"),
         "hang": (r"__syncthreads|\bfor\s*\(", "the loops and the barriers"),
+        "barrier": (r"__syncthreads|\bif\s*\(", "the barriers and the branches around them: "
+                    "every thread of the block must reach each __syncthreads()"),
         "store_guard": (r"\bC\s*\[|if\s*\(\s*row", "the store and its guard"),
         "edge": (r"\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]|\bC\s*\[", "the load guards and the store guard"),
         "grid": (r"\bC\s*\[|if\s*\(\s*row", "the store, and row/col from blockIdx"),

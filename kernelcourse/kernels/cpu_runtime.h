@@ -140,4 +140,6 @@ static inline void barrier(int line) {
 
 }  // namespace kc
 
-#define __syncthreads() kc::barrier(__LINE__)
+// A function, not a macro, so that the compiler's messages about a call say __syncthreads;
+// __builtin_LINE() as a default argument is the line of the call.
+static inline void __syncthreads(int line = __builtin_LINE()) { kc::barrier(line); }
