@@ -23,6 +23,8 @@ and, optionally (exercise 01 uses them; 03 does not):
                         place of expected/got (a report of many shapes, a compiler's log)
   NOUN                  what a case's name is, for the summary: "function" by default
   PASS                  the line to print on a PASS, in place of the default
+  todo(case, value)     parent: a message when the value says the work is not begun yet (a
+                        stub run as shipped), which counts as "not written yet", not as wrong
   SANITIZE              the cases whose GPU kernels `--sanitize` runs under compute-sanitizer
 
 A case that runs C kernels takes its backend from `c_backend()` (the `--backend` the student
@@ -299,7 +301,10 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None, backend
         verdict = None
         for i in indices:
             case, outcome = spec.CASES[i], outcomes[i]
-            if "value" in outcome:
+            not_begun = getattr(spec, "todo", None)
+            if "value" in outcome and not_begun and not_begun(case, outcome["value"]):
+                verdict = ("todo", case, None, not_begun(case, outcome["value"]))
+            elif "value" in outcome:
                 message = spec.judge(case, outcome["value"])
                 if message:
                     verdict = ("FAIL", case, show(outcome["value"], case.unit), message)

@@ -300,9 +300,11 @@ def _grid(f: Failures) -> str:
 
 def _zero_fill(f: Failures) -> str:
     return (
-        f"Wrong only when K is not a multiple of the tile ({f.names}). The last K tile "
-        "reads slots past K (in a C kernel: stale shared memory from the previous tile; in "
-        "Triton: whatever lies past the row): the guarded tile load must give 0 when "
+        f"Wrong only on shapes whose K is not a multiple of the tile ({f.names}). In the last "
+        "K tile the slots past K hold what the load left there (in a C kernel: the previous "
+        "tile's values or, in a slot no step wrote, whatever shared memory held; in Triton: "
+        "whatever lies past the row), so which of those shapes fail depends on what that "
+        "was: the guarded tile load must give 0 when "
         "k >= K (`: 0.0f` in C, a k < K mask with `other=0.0` in Triton), never skip the "
         "write (a skipped write can also leave uninitialised shared memory, "
         "so such results may even move between runs). "

@@ -132,8 +132,8 @@ assert reports and all(r.passed for r in reports), "a tiled GEMM failed verifica
 #
 #    and rerun the cell above (or `make run-lab LAB=02`). The report starts
 #    `FAIL (zero_fill): tiled (cpu)`, marks FAIL every shape whose K is not a multiple
-#    of the tile, and its diagnosis begins `Wrong only when K is not a multiple of the
-#    tile`. The twin still passes, and the cell stops at
+#    of the tile, and its diagnosis begins `Wrong only on shapes whose K is not a
+#    multiple of the tile`. The twin still passes, and the cell stops at
 #    `AssertionError: a tiled GEMM failed verification`. Change only the A line and
 #    only 64x64x7 and 1x1x1 fail: elsewhere the zero in the B tile cancels the stale A
 #    value, but on those no step wrote the slot, and the `cpu` backend fills shared
