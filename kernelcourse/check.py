@@ -375,9 +375,10 @@ def _sanitize(exercise: Path, folder: Path, spec, time_limit: float, backend: st
             + (f"this check ran on BACKEND={backend}. " if backend not in ("auto", "cuda") else
                f"this machine has {'an AMD GPU' if vendor == 'amd' else 'no NVIDIA GPU'}. ")
             + "Nothing was sanitized."
-            + (" What ran above on the cpu backend already names every access outside an array "
-               "and changes the threads' order from launch to launch to expose races: the "
-               "sanitizer's two checks, by other means." if vendor != "amd" else ""))
+            + (" What ran above on the cpu backend already names an access outside an array "
+               "(except one within the few bytes of alignment slack after it) and changes the "
+               "threads' order from launch to launch to expose races: the sanitizer's two "
+               "checks, by other means." if vendor != "amd" else ""))
         return []
     exe = sanitizer.executable()
     if exe is None:
