@@ -99,6 +99,8 @@ def judge(case: Case, value) -> str | None:
     return None if value["passed"] else value["cause"]
 
 
+# The store and its guard: `C[...] = ` and an `if (row < M ...)` that is not a load's guard.
+STORE = r"\bC\s*\[|if\s*\(\s*row\s*<\s*M\s*(\)|&&\s*col\b)"
 # Where to look in the student's file, by cause: regular expressions for the lines to show.
 LOOK = {
     "tiled.cu": {
@@ -108,9 +110,9 @@ LOOK = {
         "hang": (r"__syncthreads|\bfor\s*\(", "the loops and the barriers"),
         "barrier": (r"__syncthreads|\bif\s*\(", "the barriers and the branches around them: "
                     "every thread of the block must reach each __syncthreads()"),
-        "store_guard": (r"\bC\s*\[|if\s*\(\s*row", "the store and its guard"),
+        "store_guard": (STORE, "the store and its guard"),
         "edge": (r"\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]|\bC\s*\[", "the load guards and the store guard"),
-        "grid": (r"\bC\s*\[|if\s*\(\s*row", "the store, and row/col from blockIdx"),
+        "grid": (STORE, "the store, and row/col from blockIdx"),
         "indexing": (r"\bacc\s*\+?=|\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]",
                      "the loads' indices and the inner product (TODO 4)"),
         "precision": (r"\bacc\b", "the accumulator"),
