@@ -69,8 +69,10 @@ HOLD_MS = 1.0       # longer than any wrapper takes to queue a launch and its tw
 
 
 def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
-              repeats: int = 50) -> Timing:
-    """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones."""
+              repeats: int = 50, hold_ms: float = HOLD_MS) -> Timing:
+    """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones.
+    hold_ms: how long the device is held before each timed launch (0: not held, to see
+    what an unheld event pair measures)."""
     backend = impl.backend
     sets = rotating_sets(impl, M, N, K)
     for i in range(warmup):
@@ -81,7 +83,8 @@ def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
     host = []
     for i in range(repeats):
         A, B, C = sets[i % len(sets)]
-        backend.hold(HOLD_MS)        # the device waits while the host queues what follows
+        if hold_ms:                  # the device waits while the host queues what follows
+            backend.hold(hold_ms)
         starts[i].record()
         began = time.perf_counter()
         impl(A, B, C, M, N, K)
