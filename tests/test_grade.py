@@ -335,6 +335,42 @@ def test_the_c_static_checks_refuse_what_reaches_outside_the_kernel():
             static.check_symbols(["expf", symbol], "tiled.cu")
 
 
+def test_a_timed_run_has_its_gpu_alone_and_a_waiting_one_lets_no_new_correctness_run_in():
+    import threading
+    gate, log = runner.GpuGate(), []
+    first_in, timed_waiting, release = threading.Event(), threading.Event(), threading.Event()
+
+    def correctness(name, entered=None):
+        with gate.shared():
+            log.append(f"{name} in")
+            if entered:
+                entered.set()
+            release.wait(5)
+            log.append(f"{name} out")
+
+    def timed():
+        timed_waiting.set()
+        with gate.alone():
+            log.append("timed in")
+            log.append("timed out")
+
+    threads = [threading.Thread(target=correctness, args=("a", first_in))]
+    threads[0].start()
+    assert first_in.wait(5)
+    threads.append(threading.Thread(target=timed))
+    threads[1].start()
+    assert timed_waiting.wait(5)
+    time.sleep(0.2)                        # the timed run is waiting on "a" now
+    threads.append(threading.Thread(target=correctness, args=("b",)))
+    threads[2].start()
+    time.sleep(0.2)
+    assert log == ["a in"], log            # neither the timed run nor "b" got in beside "a"
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert log == ["a in", "a out", "timed in", "timed out", "b in", "b out"], log
+
+
 def test_the_performance_curve_is_the_published_one():
     from kernelcourse.grade import perf
     assert [perf.share(r) for r in (0.5, 1.0, 1.2, 10.0, 50.0, float("nan"), 0.0)] == [1, 1, 1, 0, 0, 0, 0]
@@ -494,7 +530,7 @@ def test_gpu_performance_points_for_a_correct_kernel_only_and_jobs_1_and_4_agree
                                "--jobs", str(jobs), "--out", str(tmp_path / f"out{jobs}")], cwd=REPO,
                               env=env, capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "timed runs take turns on each GPU" in done.stdout
+        assert "a timed run has its GPU to itself" in done.stdout
         with (tmp_path / f"out{jobs}" / "grades.csv").open() as f:
             rows[jobs] = {row["student"]: row for row in csv.DictReader(f)}
     assert rows[1] == rows[4]
@@ -553,6 +589,36 @@ def test_the_probe_runs_the_reference_kernels_confined_stage_by_stage(tmp_path):
             runner.probe(run, progress=said.append)
     finally:
         run.close()
+
+
+def test_a_confined_child_writes_its_scratch_and_its_own_proc_entries_only(tmp_path):
+    """What confine() leaves a child: its scratch folder, and its own /proc/<pid> (the CUDA
+    driver writes there as it starts); not a folder beside scratch, not its parent's /proc."""
+    scratch, beside = tmp_path / "scratch", tmp_path / "beside"
+    scratch.mkdir()
+    beside.mkdir()
+    tried = subprocess.run([sys.executable, "-c", f"""
+import os
+from pathlib import Path
+from kernelcourse.grade.sandbox import confine, landlock_abi
+confine(Path({str(scratch)!r}))
+def can(write):
+    try:
+        write()
+        return True
+    except OSError:
+        return False
+print(landlock_abi() > 0,
+      can(lambda: Path({str(scratch)!r}, "out").write_text("x")),
+      can(lambda: Path("/proc/self/comm").write_text("graded")),
+      can(lambda: Path("/proc/thread-self/comm").write_text("graded")),
+      can(lambda: Path({str(beside)!r}, "out").write_text("x")),
+      can(lambda: Path("/proc", str(os.getppid()), "comm").write_text("forged")))
+"""], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert tried.returncode == 0, tried.stderr
+    landlock, *wrote = tried.stdout.split()
+    # without Landlock (an old kernel) the uid is the only wall, and this test's child has the caller's
+    assert wrote == (["True"] * 3 + ["False"] * 2 if landlock == "True" else ["True"] * 5), tried.stdout
 
 
 def test_a_file_that_does_not_compile_costs_only_itself_and_is_graded_once(graded01):

@@ -74,9 +74,8 @@ def grade_folder(args) -> int:
     jobs = max(1, args.jobs)
     timing = ("no GPU here: correctness only (Triton's interpreter, the cpu backend); performance is "
               "graded on a GPU machine" if not run.on_gpu else
-              f"{len(run.gpus)} GPU(s), one per worker; timed runs take turns on each GPU (a lock per "
-              f"GPU{f', {jobs} workers share {len(run.gpus)}' if jobs > len(run.gpus) else ''}); "
-              "correctness runs in parallel")
+              f"{len(run.gpus)} GPU(s), one per worker{f' ({jobs} workers share {len(run.gpus)})' if jobs > len(run.gpus) else ''}; "
+              "correctness runs in parallel; a timed run has its GPU to itself")
     print(f"Grading {submissions} against exercise {exercise.name}, {jobs} worker(s)")
     print(f"  isolation: {isolation}")
     print(f"  {timing}")

@@ -8,8 +8,8 @@ fresh child carries on with the tests after it. results.json is rewritten after 
 so a run cut short still leaves what was graded.
 
 With JOBS workers, submissions are graded in parallel, one GPU per worker where there
-are GPUs. Correctness runs in parallel; timing never does: a worker takes its GPU's lock
-for every timed run, so that timings are not distorted by a neighbour's kernels.
+are GPUs. Correctness runs in parallel; timing never does: a timed run has its GPU to
+itself (GpuGate), so that timings are not distorted by a neighbour's kernels.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class Run:
     scratch_root: Path = None
     flat: bool = False             # one submission, results.json straight into `out` (Gradescope)
     static_checks: bool = True     # off only in the tests that show each later defence alone
-    locks: dict = field(default_factory=dict)
+    gates: dict = field(default_factory=dict)
     isolation: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -61,7 +62,7 @@ class Run:
         self.submission_time_limit = self.submission_time_limit or self.spec.TIME_LIMIT_S
         self.scratch_root = Path(tempfile.mkdtemp(prefix="kernelcourse-grade-"))
         self.scratch_root.chmod(0o711)            # children may pass through, never list it
-        self.locks = {gpu: threading.Lock() for gpu in self.gpus}
+        self.gates = {gpu: GpuGate() for gpu in self.gpus}
 
     def worker(self, w: int) -> tuple[Isolation, str | None]:
         if w not in self.isolation:
@@ -73,6 +74,42 @@ class Run:
 
     def close(self) -> None:
         shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+
+class GpuGate:
+    """Who may use one GPU: any number of correctness runs at once (`shared`), or one timed
+    run alone (`alone`). A timed run that is waiting lets no new correctness run in, so it
+    waits only for those already running."""
+
+    def __init__(self):
+        self._turn = threading.Condition()
+        self._sharing, self._waiting, self._alone = 0, 0, False
+
+    @contextmanager
+    def shared(self):
+        with self._turn:
+            self._turn.wait_for(lambda: not self._alone and not self._waiting)
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._sharing -= 1
+                self._turn.notify_all()
+
+    @contextmanager
+    def alone(self):
+        with self._turn:
+            self._waiting += 1
+            self._turn.wait_for(lambda: not self._alone and not self._sharing)
+            self._waiting -= 1
+            self._alone = True
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._alone = False
+                self._turn.notify_all()
 
 
 # ------------------------------------------------------------------------ one submission
@@ -325,7 +362,8 @@ class Submission:
                      for t, p in enumerate(plan) for s, e in enumerate(p["shapes"]) for w in "CAB") + (1 << 20)
         job = {"kind": "gemm", "folder": str(self.scratch / "submission"), "backend": self.run.c_backend,
                "tests": plan}
-        ended = self.drive(job, len(tests), on_message, expect, budget, self.run.test_time_limit)
+        with self.run.gates[self.gpu].shared() if self.gpu is not None else nullcontext():
+            ended = self.drive(job, len(tests), on_message, expect, budget, self.run.test_time_limit)
         for t, test in enumerate(tests):
             per_class, shapes = shapes_of[t]
             header = ran.get(t, "")
@@ -370,7 +408,7 @@ class Submission:
                 got["outputs"].append(array_of(header, payload, "float32", (perf.SIZE, perf.SIZE)))
 
         expect = lambda header: 4 * perf.SIZE * perf.SIZE if "repeat" in header else None  # noqa: E731
-        with self.run.locks[self.gpu]:                  # one timed run per GPU at a time
+        with self.run.gates[self.gpu].alone():          # nothing else on this GPU meanwhile
             ended = self.drive(job, 1, on_message, expect, 4 * perf.SIZE ** 2 * perf.REPEATS + (1 << 20),
                                PERF_TIME_LIMIT_S)
         times = got.get("times")

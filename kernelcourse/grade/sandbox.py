@@ -190,8 +190,11 @@ def confine(scratch: Path) -> None:
 # Landlock (Linux 5.13+): an unprivileged process gives up rights for itself and its
 # children. Every file right is "handled", then granted back: reading and executing in the
 # system's folders, the Python installation and the harness (never the submissions folder,
-# the grader's output or another student's scratch); writing only beneath scratch and /dev
-# (GPU device nodes, /dev/null). Descriptors already open (the log, the pipe) stay usable.
+# the grader's output or another student's scratch); writing only beneath scratch, /dev
+# (GPU device nodes, /dev/null) and the child's own /proc/<pid>: the CUDA driver writes
+# there as it starts (without it, the first allocation fails with cudaErrorOperatingSystem,
+# seen on an H200), and no other process's entries are beneath it. Descriptors already
+# open (the log, the pipe) stay usable.
 _SYSCALLS = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
 _READ_RIGHTS = (1 << 0) | (1 << 2) | (1 << 3)                    # execute, read file, read dir
 _WRITE_RIGHTS = (1 << 1) | sum(1 << b for b in range(4, 13))     # write file, remove, make
@@ -240,7 +243,8 @@ def _landlock(scratch: Path) -> None:
 
     rules = {place: _READ_RIGHTS for place in readable_places()}
     rules[scratch.resolve()] = _READ_RIGHTS | writes
-    rules[Path("/dev")] = _READ_RIGHTS | (1 << 1) | (_TRUNCATE if abi >= 3 else 0)
+    device_writes = _READ_RIGHTS | (1 << 1) | (_TRUNCATE if abi >= 3 else 0)
+    rules[Path("/dev")] = rules[Path("/proc/self").resolve()] = device_writes
     for place, allowed in rules.items():
         fd = os.open(place, os.O_PATH | os.O_CLOEXEC)
         if not place.is_dir():
