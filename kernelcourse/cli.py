@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     lib = sub.add_parser("bench-library", help="check the harness's timing against torch.matmul")
     lib.add_argument("--size", type=int, default=4096)
     sub.add_parser("resources", help="compile-only resource report of every rung, kept in results/")
+    prof = sub.add_parser("profile", help="Nsight Compute counters of every rung, kept in results/")
+    prof.add_argument("--size", type=int, default=4096)
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
@@ -229,4 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_lab(args.lab, args.backend, args.size)
     if args.command == "resources":
         return resources()
+    if args.command == "profile":
+        from .profile import main as profile
+        return profile(["--size", str(args.size)])
     return bench_library(args.size)

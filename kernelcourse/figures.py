@@ -7,7 +7,8 @@
 * a06-roofline.png: the H200's datasheet roofs (kernelcourse.roofline.DATASHEET: the fp32
   FMA peak and the fp16/bf16 matrix-core peak) with the kernels measured on an H200 at
   4096^3 (results/ladder-nvidia-h200-4096.json, results/triton-gemm-nvidia-h200.json).
-* with no OUT_DIR, also results/ladder-<device>-<size>.png, redrawn from its .json.
+* with no OUT_DIR, also results/ladder-<device>-<size>.png and the Nsight Compute figure
+  results/profile-<device>-<size>.png, each redrawn from its .json.
 
 CPU only: nothing here runs a kernel.
 """
@@ -131,8 +132,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
     out = Path(args[0]) if args else OUT_DIR
     written = [draw(out / name) for name, draw in FIGURES.items()]
     if not args:                  # the default run also redraws the ladder plots in results/
+        from . import profile
         from .ladder import replot
         written += [replot(result) for result in sorted(RESULTS.glob("ladder-*.json"))]
+        written += [profile.draw(result) for result in sorted(RESULTS.glob("profile-*.json"))]
     for path in written:
         print(f"wrote {path}")
     return written

@@ -160,6 +160,14 @@ def measure(found: list[Step], size: int, cpu_repeats: int = 1) -> list[Step]:
     return found
 
 
+def ran_with(s: Step) -> dict:
+    """The defines the step's C kernel ran with at its timing's size (a rung with a small
+    tile runs it on a C too small for one default block per SM); a twin: the rung's own."""
+    if s.kind == "triton":
+        return s.rung.config()
+    return s.rung.tile_for(s.timing.M, s.timing.N, s.impl.backend.device.multiprocessors)
+
+
 def table(found: list[Step]) -> str:
     """ms, GFLOP/s, speedup over the naive rung of the same kind, error, intensity, % library."""
     naive = {s.kind: s.timing.tflops for s in found if s.rung is NAIVE}
@@ -170,7 +178,7 @@ def table(found: list[Step]) -> str:
         t = s.timing
         base = naive.get(s.kind, first_naive)
         speedup = f"{t.tflops / base:8.1f}" if base else f"{'-':>8}"
-        intensity = f"{s.rung.intensity():7.2f}" if s.rung else f"{'-':>7}"
+        intensity = f"{s.rung.intensity_of(ran_with(s)):7.2f}" if s.rung else f"{'-':>7}"
         pct = f"{100 * t.of_library:8.1f}%" if t.of_library is not None else f"{'-':>9}"
         lines.append(f"{s.impl.name:24} {f'{t.M}x{t.N}x{t.K}':>14} {t.ms:10.3f} "
                      f"{1e3 * t.tflops:10.1f} {speedup} {s.rel_error:11.1e} {intensity} {pct}")
@@ -183,8 +191,8 @@ def payload(found: list[Step], size: int, ceilings: dict | None = None) -> dict:
     """What goes into results/ladder-<device>-<size>.json."""
     return {"size": size, "ceilings": ceilings or {}, "rows": [
         {"name": s.impl.name, "rung": s.rung.name if s.rung else "library",
-         "defines": s.rung.config() if s.rung else {},
-         "intensity": s.rung.intensity() if s.rung else None,
+         "defines": ran_with(s) if s.rung else {},
+         "intensity": s.rung.intensity_of(ran_with(s)) if s.rung else None,
          "rel_error": s.rel_error, "timing": s.timing.as_dict()} for s in found]}
 
 

@@ -64,6 +64,14 @@ def measure_copy_bandwidth(backend, nbytes: int = 1 << 30, repeats: int = 20) ->
 # Where a point's label may go, in points from the point, tried in this order.
 LABEL_SPOTS = [(6, 5), (6, -13), (-6, 5), (-6, -13), (6, 16), (6, -24), (-6, 16), (-6, -24),
                (6, 28), (6, -36)]
+LABEL_SPOTS += [(dx, dy) for dy in (-36, 28, -48, 40, -60, 52) for dx in (-6, 40, -40) if (dx, dy) not in LABEL_SPOTS]
+
+
+def text_box(label, renderer):
+    """Where an annotation's text is drawn, without its leader line (which may cross things)."""
+    from matplotlib.text import Text
+    label.update_positions(renderer)
+    return Text.get_window_extent(label, renderer)
 
 
 def place_labels(ax, labels: list[tuple[str, float, float]], colours: list) -> list:
@@ -81,7 +89,7 @@ def place_labels(ax, labels: list[tuple[str, float, float]], colours: list) -> l
                                 fontsize=9, ha="left" if dx > 0 else "right", color=colour,
                                 arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.6,
                                             "shrinkA": 0, "shrinkB": 4})
-            box = label.get_window_extent(renderer)
+            box = text_box(label, renderer)
             clear = (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
                      and not any(box.overlaps(other) for other in taken)
                      and not any(box.contains(mx, my) for mx, my in marks))
@@ -119,6 +127,8 @@ def draw(points: list[dict], ceilings: dict, title: str):
                for p in points]
     ax.set_xscale("log")
     ax.set_yscale("log")
+    top = max([p["tflops"] for p in points] + [peak for peak, _, _ in ceilings.values()])
+    ax.set_ylim(top=top * 2.5)                # room above the top rungs for their labels
     ax.set_xlabel("arithmetic intensity (FLOP / byte of global-memory traffic)")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title)

@@ -4,8 +4,8 @@ and above it (lab 06) double buffering and warp tiling.
 This module is the one place that knows how each rung is built and launched:
 which .cu file and entry point, its default -D defines, the grid and block
 those defines imply, its Triton twin, and its analytic arithmetic intensity.
-Labs 01-04, the tests and anything else that runs a rung go through `RUNGS`
-(lab 06's rungs: `SIMT_TOP`), so no launch code is copied anywhere.
+Labs 01-06, the tests and anything else that runs a rung go through `RUNGS` (lab 06's
+two: `SIMT_TOP`), so no launch code is copied anywhere.
 
     rung = rungs.RUNG["tiled"]
     impl = rung.c_impl(backend, TILE=16)      # compiled once, here
@@ -51,6 +51,10 @@ class Rung:
     bench_kwargs: dict = field(default_factory=dict)
     # Defines that follow the lockstep width (warp tiling): width -> defines. None: none do.
     lockstep_defines: Callable[[int], dict] | None = None
+    # The tile for a C too small to give every multiprocessor one block of the default tile
+    # (1000 x 1000 makes 64 blocks of 128 x 128 for an H200's 132 SMs): defines over the
+    # defaults, picked per call by small_problem(). None: one tile for every size.
+    small_tile: dict | None = None
 
     # -- defines and geometry
     def config(self, **defines) -> dict:
@@ -70,6 +74,18 @@ class Rung:
         return dataclasses.replace(self, defines=self.config(**self.lockstep_defines(width)),
                                    lockstep_defines=None)
 
+    def small_problem(self, M: int, N: int, multiprocessors: int, **defines) -> bool:
+        """Whether C is too small for the default tile: fewer blocks than multiprocessors, so
+        that some would sit idle. Never where the caller chose the tile itself (`defines`)."""
+        if self.small_tile is None or defines:
+            return False
+        return math.prod(self.geometry(self.config(), M, N)[0]) < multiprocessors
+
+    def tile_for(self, M: int, N: int, multiprocessors: int, **defines) -> dict:
+        """The defines a call on an M x N C runs with: the small tile where small_problem()."""
+        small = self.small_problem(M, N, multiprocessors, **defines)
+        return self.config(**(self.small_tile if small else defines))
+
     def launch_geometry(self, M: int, N: int, **defines) -> tuple[tuple, tuple]:
         """(grid, block) that covers an M x N C with these defines."""
         return self.geometry(self.config(**defines), M, N)
@@ -80,12 +96,17 @@ class Rung:
     def shared_bytes(self, **defines) -> int:
         return self.shared_of(self.config(**defines))
 
-    def describe(self, M: int, N: int, **defines) -> str:
-        d = self.config(**defines)
+    def describe(self, M: int, N: int, multiprocessors: int = 0, **defines) -> str:
+        """The build and launch for an M x N C (on a GPU of `multiprocessors`, for a rung
+        whose tile follows the problem's size)."""
+        small = self.small_problem(M, N, multiprocessors, **defines)
+        d = self.tile_for(M, N, multiprocessors, **defines)
         grid, block = self.geometry(d, M, N)
         threads = math.prod(block)
+        why = (f"  (the small tile: the default makes {math.prod(self.geometry(self.config(), M, N)[0])} "
+               f"blocks, fewer than the {multiprocessors} multiprocessors)\n" if small else "")
         return (f"{self.kernel} with {', '.join(f'{k}={v}' for k, v in d.items()) or 'no defines'}:\n"
-                f"  C of {M} x {N} -> grid {grid} x block {block}: {math.prod(grid)} block(s) "
+                f"{why}  C of {M} x {N} -> grid {grid} x block {block}: {math.prod(grid)} block(s) "
                 f"of {threads} threads\n"
                 f"  shared memory {self.shared_of(d)} B per block, "
                 f"intensity {self.intensity_of(d):.2f} FLOP/byte")
@@ -102,11 +123,19 @@ class Rung:
             return self.for_lockstep(backend.device.lockstep_width).c_impl(backend, **defines)
         d = self.config(**defines)
         kernel = backend.compile(self.source, self.kernel, d)
-        geometry = self.geometry
+        geometry, builds = self.geometry, {}
+        multiprocessors = backend.device.multiprocessors if self.small_tile is not None else 0
+
+        def small_kernel():              # compiled at its first use, then kept
+            if not builds:
+                builds["small"] = backend.compile(self.source, self.kernel, self.config(**self.small_tile))
+            return builds["small"], self.config(**self.small_tile)
 
         def run(A, B, C, M, N, K):
-            grid, block = geometry(d, M, N)
-            kernel(grid, block, (A, B, C, M, N, K))
+            chosen, tile = (small_kernel() if self.small_problem(M, N, multiprocessors, **defines)
+                            else (kernel, d))
+            grid, block = geometry(tile, M, N)
+            chosen(grid, block, (A, B, C, M, N, K))
         return GemmImpl(self._label(backend.name, d), backend, run)
 
     def twin_module(self):
@@ -239,6 +268,7 @@ DOUBLE_BUFFER = Rung(
     intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"]),
     shared_of=_staged_shared,
     summary="128 x 128 block tile, 8 x 8 per thread, two shared stages: loads overlap FMAs",
+    small_tile={"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4},
 )
 WARP_TILING = Rung(
     name="warp_tiling",
@@ -251,9 +281,9 @@ WARP_TILING = Rung(
     shared_of=_staged_shared,
     summary="double buffering, warp tiles of lanes that read shared memory conflict-free",
     lockstep_defines=_warp_tiling_lockstep,
+    small_tile={"BM": 64, "BK": 16, "WN": 32},         # the sweep's best at 1000^3 on an H200
 )
 
-RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK)
-# The top of the SIMT ladder (lab 06); not yet in RUNGS, which lab 04's ladder walks.
-SIMT_TOP: tuple[Rung, ...] = (DOUBLE_BUFFER, WARP_TILING)
+RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK, DOUBLE_BUFFER, WARP_TILING)
+SIMT_TOP: tuple[Rung, ...] = RUNGS[3:]           # the top of the SIMT ladder: lab 06's rungs
 RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}

@@ -10,12 +10,13 @@
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared), simt-top (lab 06's rungs and
-# its tile sweep against cuBLAS). Default: all of them.
+# its tile sweep against cuBLAS), profile (Nsight Compute counters of every rung at 4096^3).
+# Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade simt-top}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade simt-top profile}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -38,6 +39,7 @@ run_step() {
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
     launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
     simt-top)      "$py" labs/06-warp-tiling/sweep.py ;;
+    profile)       "$py" -m kernelcourse profile --size 4096 ;;
     grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1
                    for jobs in 1 4; do
@@ -89,10 +91,13 @@ for step in $steps; do
       grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|^=+ .*(passed|failed)' "$log"
     } >> "$summary"
   fi
+  # what the steps so far wrote, after each one: a call cut short still returns them
+  cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json \
+     results/simt-top-*.json results/profile-*.json results/profile-*.csv results/ladder-*.json \
+     results/ladder-*.png "$out/" 2>/dev/null
+  cp -r results/grade-01-* "$out/" 2>/dev/null
+  cp "$log" "$out/" 2>/dev/null
 done
 cp -r results "$logs/" 2>/dev/null
-cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json \
-   results/simt-top-*.json "$out/" 2>/dev/null
-cp -r results/grade-01-* "$out/" 2>/dev/null
 tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

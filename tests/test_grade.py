@@ -371,6 +371,15 @@ def test_a_timed_run_has_its_gpu_alone_and_a_waiting_one_lets_no_new_correctness
     assert log == ["a in", "a out", "timed in", "timed out", "b in", "b out"], log
 
 
+def test_on_a_gpu_a_class_earns_the_smaller_of_its_gpu_and_cpu_backend_shares():
+    from kernelcourse.grade.judge import Outcome
+    gpu, cpu = Outcome("tiled.cu: tiny", 1, 1.0, "2 of 2 right"), Outcome("tiled.cu: tiny", 1, 0.5, "1 of 2 right")
+    both = runner._smaller(gpu, cpu)
+    assert (both.score, both.max_score, both.status) == (0.5, 1, "failed")
+    assert "on the GPU:\n2 of 2 right" in both.output and "cpu backend" in both.output
+    assert runner._smaller(cpu, gpu).score == 0.5
+
+
 def test_the_performance_curve_is_the_published_one():
     from kernelcourse.grade import perf
     assert [perf.share(r) for r in (0.5, 1.0, 1.2, 10.0, 50.0, float("nan"), 0.0)] == [1, 1, 1, 0, 0, 0, 0]

@@ -5,7 +5,8 @@ warp-tiling geometry of a 64-wide wavefront and in a few other configurations, a
 misaligned pointers; it agrees bit for bit with regblock; it compiles for sm_90 and gfx90a
 with no spills and the shared memory its Rung states; the static asserts refuse impossible
 tiles; the sweep's rules are the static asserts, and every configuration it times builds.
-GPU (`-m gpu`): the rungs pass the GPU suite on the cuda backend, also misaligned.
+GPU (`-m gpu`): the rungs pass the GPU suite on the cuda backend, also misaligned, and
+compute-sanitizer's memcheck and racecheck find nothing in any rung of the ladder.
 """
 import importlib.util
 import re
@@ -74,10 +75,11 @@ def misaligned(impl: GemmImpl) -> GemmImpl:
 
 # ----------------------------------------------------------------------------- registration
 
-def test_registered_apart_from_the_ladder():
+def test_registered_at_the_top_of_the_ladder():
     assert [r.name for r in rungs.SIMT_TOP] == ["double_buffer", "warp_tiling"]
+    assert rungs.RUNGS[-2:] == rungs.SIMT_TOP
     for rung in rungs.SIMT_TOP:
-        assert rung not in rungs.RUNGS
+        assert rungs.RUNG[rung.name] is rung
         assert rung.source.is_file() and rung.kernel in rung.source.read_text()
         assert rung.intensity() == 32.0                  # BM*BN / (2 (BM+BN)) at 128 x 128
         with pytest.raises(ValueError, match="no Triton twin"):
@@ -117,9 +119,40 @@ def test_c_impl_builds_for_the_backends_lockstep_width():
     assert impl.name == "warp_tiling BK=16 (wave64)"
 
 
+def test_a_problem_too_small_for_one_block_per_sm_gets_the_small_tile():
+    """At 1000 x 1000 the 128 x 128 tile makes 64 blocks, fewer than an H200's 132 SMs: the
+    call runs the small tile's build (compiled at its first use); 4096 x 4096 (1024 blocks)
+    and a tile the caller chose keep theirs."""
+    calls = []
+
+    class H200Like:
+        name = "h200-like"
+        device = Device("nvidia", "a GPU of 132 SMs", "sm_90", lockstep_width=32, multiprocessors=132)
+
+        def compile(self, source, kernel, defines):
+            calls.append(("compile", dict(defines)))
+            return lambda grid, block, args: calls.append(("launch", grid, block))
+    for rung in rungs.SIMT_TOP:
+        calls.clear()
+        impl = rung.c_impl(H200Like())
+        impl(None, None, None, 4096, 4096, 4096)
+        impl(None, None, None, 1000, 1000, 1000)
+        impl(None, None, None, 1000, 1000, 1000)
+        default, small = rung.for_lockstep(32).config(), rung.for_lockstep(32).config(**rung.small_tile)
+        assert calls == [("compile", default), ("launch", (32, 32), (256,)), ("compile", small),
+                         ("launch", rung.geometry(small, 1000, 1000)[0], (256,)),
+                         ("launch", rung.geometry(small, 1000, 1000)[0], (256,))], calls
+        assert rung.small_problem(1000, 1000, 132) and not rung.small_problem(4096, 4096, 132)
+        assert not rung.small_problem(1000, 1000, 132, BK=16)       # the caller's tile stays
+        assert not rung.small_problem(1000, 1000, 0)                # no multiprocessors known
+        assert "the small tile" in rung.describe(1000, 1000, 132)
+        assert (rung, rung.small_tile) in BUILDS          # so the tests build and run it too
+
+
 # ----------------------------------------------------------------------------- CPU runs
 
-@pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
+# (the defaults run the CPU suite in tests/test_cpu_backend.py, with every rung of the ladder)
+@pytest.mark.parametrize("rung,defines", [b for b in BUILDS if b[1]], ids=[i for i, b in zip(BUILD_IDS, BUILDS) if b[1]])
 def test_passes_the_cpu_suite(cpu, rung, defines):
     report = verify(rung.c_impl(cpu, **defines), CPU_SUITE, repeats=3)
     assert report.passed and report.cause == "ok", str(report)
@@ -320,27 +353,33 @@ def test_misaligned_pointers_on_the_gpu(rung, cuda_backend):
 
 
 SANITIZED = """
-import sys
 import cupy
 cupy.cuda.set_allocator(None)          # every array its own cudaMalloc: memcheck knows its size
 from kernelcourse import rungs
 from kernelcourse.backends import get_backend
 from kernelcourse.gemm import Shape, Suite
 from kernelcourse.verify import verify
-suite = Suite("sanitized", 128, (Shape(165, 99, 128, "M and N ragged"),
-                                 Shape(67, 45, 93, "all three ragged"), Shape(1, 1, 1, "one")))
-rung = next(r for r in rungs.SIMT_TOP if r.name == sys.argv[1])
-report = verify(rung.c_impl(get_backend("cuda")), suite, repeats=1)
-print("verify says:", report.cause)
+cuda = get_backend("cuda")
+ragged = (Shape(165, 99, 128, "M and N ragged"), Shape(67, 45, 93, "all three ragged"), Shape(1, 1, 1, "one"))
+big = (Shape(1100, 1060, 76, "ragged in all three, 81 blocks of 128 x 128, float4 rows"),)
+for rung in rungs.RUNGS:
+    # as the rung runs these shapes (lab 06's: their small tile), then lab 06's default tile
+    # forced (a define given): ragged edges in both tiles
+    builds = [("", rung.c_impl(cuda), ragged)]
+    if rung.small_tile is not None:
+        builds.append((" default tile", rung.c_impl(cuda, BM=rung.defines["BM"]), big))
+    for what, impl, shapes in builds:
+        report = verify(impl, Suite("sanitized", 128, shapes), repeats=1)
+        print(f"{rung.name}{what}: verify says {report.cause}")
 """
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-@pytest.mark.parametrize("rung", rungs.SIMT_TOP, ids=lambda r: r.name)
-def test_compute_sanitizer_finds_nothing(rung, tool, nvidia, tmp_path):
-    """memcheck (with padding after every allocation) and racecheck, on ragged shapes: no
-    access outside an array, no shared-memory hazard, and the results right."""
+def test_compute_sanitizer_finds_nothing_in_any_rung(tool, nvidia, tmp_path):
+    """memcheck (with padding after every allocation) and racecheck over every rung of the
+    ladder (lab 06's with both of their tiles), in one process per tool, on ragged shapes:
+    no access outside an array, no shared-memory hazard, and the results right."""
     import subprocess
     import sys
 
@@ -348,8 +387,10 @@ def test_compute_sanitizer_finds_nothing(rung, tool, nvidia, tmp_path):
     exe = sanitizer.executable()
     assert exe, "compute-sanitizer is part of the CUDA toolkit the GPU tests run with"
     log = tmp_path / f"{tool}.log"
-    done = subprocess.run([*sanitizer.command(tool, log, exe), sys.executable, "-c", SANITIZED, rung.name],
-                          capture_output=True, text=True, timeout=600)
-    assert "verify says: ok" in done.stdout, done.stdout + done.stderr
+    done = subprocess.run([*sanitizer.command(tool, log, exe), sys.executable, "-c", SANITIZED],
+                          capture_output=True, text=True, timeout=900)
+    said = [line for line in done.stdout.splitlines() if "verify says" in line]
+    assert len(said) == len(rungs.RUNGS) + len(rungs.SIMT_TOP), done.stdout + done.stderr
+    assert all(line.endswith("verify says ok") for line in said), done.stdout
     report = sanitizer.read(tool, log.read_text())
     assert report.clean, [f.line() for f in report.findings] or log.read_text()[-2000:]

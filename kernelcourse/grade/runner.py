@@ -2,7 +2,8 @@
 
 For one submission: its files are copied into a fresh scratch folder (the submissions
 folder is only ever read, here), each file is held to the static checks, and then its
-tests run in children (sandbox.py), one job at a time. A test that hangs or crashes its
+tests run in children (sandbox.py), one job at a time; on a GPU a C file runs on the GPU
+and on the cpu backend, and each class takes the smaller share (Submission._correctness). A test that hangs or crashes its
 child costs that test: the child is killed, the test scored with what had arrived, and a
 fresh child carries on with the tests after it. results.json is rewritten after each job,
 so a run cut short still leaves what was graded.
@@ -281,8 +282,7 @@ class Submission:
                 static.check_triton(text, test.file)
             else:
                 static.check_c_source(text, test.file)
-                if self.run.c_backend == "cpu":
-                    self._check_symbols(test)
+                self._check_symbols(test)             # every C file also runs on the cpu backend
         except static.Refused as exc:
             return f"static check: {exc}\n(the static check is the defence against a library GEMM; see GRADING.md)"
         return None
@@ -299,8 +299,32 @@ class Submission:
             static.check_symbols(got["symbols"], test.file)
 
     def _correctness(self, tests: list[GemmTest]) -> None:
-        seed, on_gpu = self.run.seed, self.run.on_gpu
-        folder = self.scratch / "inputs"
+        """Every file on this machine's backends. On a GPU a C file runs twice: on the GPU
+        (its shapes, the large ones included) and on the cpu backend (the CPU's shapes), and
+        each class earns the smaller of its two shares. A race, a barrier part of a block
+        never reaches, shared memory read before it is written and a read past the inputs
+        give results on a GPU that change from run to run or happen to be right; on the cpu
+        backend each shows on every run (a new thread order per launch from a fixed
+        sequence, NaN-filled shared memory, guard pages). So a grade never depends on the
+        run, JOBS=1 and JOBS=4 agree, and a regrade reproduces it."""
+        outcomes = self._correctness_on(tests, self.run.c_backend, self.run.on_gpu)
+        c_tests = [t for t in tests if t.kind == "c"]
+        if self.run.on_gpu and c_tests:
+            emulated = self._correctness_on(c_tests, "cpu", False)
+            for test in c_tests:
+                outcomes[test.file] = [_smaller(gpu, cpu) for gpu, cpu in zip(outcomes[test.file], emulated[test.file])]
+        for test in tests:
+            if test.perf_points:
+                ready = all(o.status == "passed" for o in outcomes[test.file])
+                why = ("not yet timed" if ready and self.run.on_gpu else
+                       "no performance points: the kernel must first be right on every shape class")
+                outcomes[test.file].append(self._perf_outcome(test, 0.0, why))
+            self.outcomes[test.file] = outcomes[test.file]
+
+    def _correctness_on(self, tests: list[GemmTest], backend: str, on_gpu: bool) -> dict[str, list[Outcome]]:
+        """Each file's class outcomes on one backend, with that backend's shapes."""
+        seed = self.run.seed
+        folder = self.scratch / f"inputs-{backend}"
         folder.mkdir()
         plan, shapes_of = [], []
         for t, test in enumerate(tests):
@@ -360,10 +384,11 @@ class Submission:
 
         budget = sum(expect({"test": t, "shape": s, "what": w}) * len(e["runs"])
                      for t, p in enumerate(plan) for s, e in enumerate(p["shapes"]) for w in "CAB") + (1 << 20)
-        job = {"kind": "gemm", "folder": str(self.scratch / "submission"), "backend": self.run.c_backend,
+        job = {"kind": "gemm", "folder": str(self.scratch / "submission"), "backend": backend,
                "tests": plan}
-        with self.run.gates[self.gpu].shared() if self.gpu is not None else nullcontext():
+        with self.run.gates[self.gpu].shared() if on_gpu else nullcontext():
             ended = self.drive(job, len(tests), on_message, expect, budget, self.run.test_time_limit)
+        found = {}
         for t, test in enumerate(tests):
             per_class, shapes = shapes_of[t]
             header = ran.get(t, "")
@@ -375,15 +400,10 @@ class Submission:
                 if t in ended and not record.crash and len(record.runs) < len(self._runs(test)):
                     record.crash = ended[t].splitlines()[0]
             pads = {s: canary_length(s.N) for s in shapes}
-            outcomes = judge_gemm(test, per_class, got[t],
-                                  lambda s: [inputs.gemm_case(seed, test.file, s, i) for i in range(2)],
-                                  self._runs(test), pads, header)
-            if test.perf_points:
-                ready = all(o.status == "passed" for o in outcomes)
-                why = ("not yet timed" if ready and self.run.on_gpu else
-                       "no performance points: the kernel must first be right on every shape class")
-                outcomes.append(self._perf_outcome(test, 0.0, why))
-            self.outcomes[test.file] = outcomes
+            found[test.file] = judge_gemm(test, per_class, got[t],
+                                          lambda s: [inputs.gemm_case(seed, test.file, s, i) for i in range(2)],
+                                          self._runs(test), pads, header)
+        return found
 
     @staticmethod
     def _runs(test: GemmTest) -> list[int]:
@@ -462,6 +482,13 @@ class Submission:
             shutil.rmtree(self.scratch, ignore_errors=True)
         self.write()
         return [o for test in self.tests() for o in self.outcomes.get(self.key(test), self.pending(test))]
+
+
+def _smaller(gpu: Outcome, cpu: Outcome) -> Outcome:
+    """One class judged on the GPU and on the cpu backend: the smaller share, both reports."""
+    return Outcome(gpu.name, gpu.max_score, min(gpu.score, cpu.score),
+                   f"on the GPU:\n{gpu.output}\n\non the cpu backend, where a race, an unreached barrier, "
+                   f"unwritten shared memory or a read past the inputs shows on every run:\n{cpu.output}")
 
 
 def _shifted(expect_bytes, first: int):

@@ -12,18 +12,24 @@
 # ---
 
 # %% [markdown]
-# # Lab 04 — The ladder: three rungs and the vendor library on the same matrices
+# # Lab 04 — The ladder: every rung and the vendor library on the same matrices
 #
 # Labs 01–03 built three GEMMs that do identical arithmetic and differ only in how
-# often they go back to global memory for an operand:
+# often they go back to global memory for an operand. Lab 06, later in the course,
+# adds two more at the top of the ladder; they are here too, so the table and the
+# roofline hold the whole climb:
 #
 # | rung      | what is reused, where                        | analytic intensity (fp32)   |
 # |-----------|----------------------------------------------|-----------------------------|
 # | naive     | nothing                                      | 0.25 FLOP/byte              |
 # | tiled     | a TILE x TILE tile, in shared memory         | TILE/4 = 8 at TILE = 32     |
 # | regblock  | a 64 x 64 tile in shared memory, 4 x 4 in registers | BM·BN/(2(BM+BN)) = 16 |
+# | double_buffer (lab 06) | a 128 x 128 tile, 8 x 8 in registers, two shared stages | 32 |
+# | warp_tiling (lab 06)   | the same tile split into one tile per warp | 32 |
 #
-# This lab runs all of them, and the vendor library's SGEMM (cuBLAS or hipBLAS, true
+# (Lab 06's two run a 64 x 64 or 64 x 128 tile instead when C is too small for one
+# 128 x 128 block per SM: the printout below says which.) This lab runs all of them,
+# and the vendor library's SGEMM (cuBLAS or hipBLAS, true
 # fp32: no TF32), on the same inputs in one run, and puts them on a roofline whose
 # roofs were measured in that same run: a device-to-device copy for the memory roof
 # and the library's GEMM for the compute roof. The datasheet roofs are drawn beside
@@ -34,8 +40,8 @@
 # * each rung moves right (more FLOP per byte) and up;
 # * naive and tiled sit on the memory side of the ridge; regblock at 16 FLOP/byte is
 #   near or past the ridge of an H100/H200 (about 14 FLOP/byte on the datasheet) and
-#   well short of an MI300X's (about 31);
-# * the library stays well above all three, for the reasons module A06 §6 lists:
+#   well short of an MI300X's (about 31), lab 06's rungs at 32 past both;
+# * the library stays above every rung, for the reasons module A06 §6 lists:
 #   larger tiles, software pipelining, shapes tuned per problem;
 # * naive may plot *above* its memory roof: the intensity counts the bytes the kernel
 #   asks for, and the caches serve many of them without touching HBM.
@@ -45,7 +51,8 @@
 # run on the `cpu` backend, which emulates the GPU's thread model (each thread a fiber,
 # `__syncthreads()` a real barrier, a new thread order at every launch, a guard page
 # after every array) but has no GPU timing, no memory hierarchy and no warps; the three
-# twins run in Triton's interpreter. All at a toy size: errors checked against float64,
+# twins run in Triton's interpreter (lab 06's rungs have none: Triton splits a tile over
+# warps and pipelines the K loop itself, lab 05). All at a toy size: errors checked against float64,
 # timings that say nothing about a GPU, no library, and nothing written to `results/`.
 
 # %%
@@ -66,8 +73,8 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 
 # %%
 for rung in rungs.RUNGS:
-    print(f"{rung.name:9} {rung.summary}")
-    print("   " + rung.describe(opts.size, opts.size).replace("\n", "\n   "))
+    print(f"{rung.name:13} {rung.summary}")
+    print("   " + rung.describe(opts.size, opts.size, device.multiprocessors).replace("\n", "\n   "))
 
 # %% [markdown]
 # ## 2. Run and time everything on the same matrices
@@ -106,7 +113,7 @@ assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 #
 # On the CPU no roof can be measured and no point placed (the `cpu` backend's times
 # are not GPU times), so this prints what the H200 datasheet roofline allows each
-# rung (naive and tiled limited by memory bandwidth, regblock by the fp32 FMA rate),
+# rung (naive and tiled limited by memory bandwidth, the others by the fp32 FMA rate),
 # and draws that under `build/` (never `results/`).
 
 # %%

@@ -52,7 +52,7 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 # %%
 for rung in rungs.SIMT_TOP:
     print(f"{rung.name}: {rung.summary}")
-    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000), end="\n\n")
+    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test
@@ -80,9 +80,10 @@ for rung in rungs.SIMT_TOP:
 # ## 4. Benchmark
 #
 # On a GPU: regblock (lab 03) and both rungs against the vendor library at 4096³, in one
-# run. On the H200 (`results/simt-top-nvidia-h200.json`) that was 56.9%, 77.2% and 87.3% of
-# cuBLAS SGEMM. `sweep.py` times 15 more tile shapes at three sizes: at 1000³ a 64 x 64
-# block tile wins, because 128 x 128 tiles leave half of the H200's SMs without a block.
+# run; the README quotes the H200's numbers and the profiles that explain them. Each rung
+# picks its tile per call: below one block per SM with the 128 x 128 tile (a 1000 x 1000 C
+# on an H200's 132 SMs) it runs its smaller `small_tile`. `sweep.py` times more tile
+# shapes at three sizes, and `python -m kernelcourse profile` reads the counters.
 #
 # Without a GPU: wall-clock times of the emulation at a toy size, labelled as such.
 

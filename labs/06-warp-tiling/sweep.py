@@ -4,7 +4,9 @@ over block, warp and sub-tile sizes, on an NVIDIA GPU.
     .venv/bin/python labs/06-warp-tiling/sweep.py
 
 For each problem (4096^3, 1000^3 and 4096 x 4096 x 1000) it times regblock (lab 03),
-double_buffer and warp_tiling with their defaults, and every configuration of the sweep,
+double_buffer and warp_tiling as the lab builds them (each with its smaller tile where the
+default one would give fewer blocks than the GPU has SMs: at 1000^3 on an H200), and every
+configuration of the sweep (but those that spill registers on this GPU's build),
 in one run with cuBLAS SGEMM (TF32 off) through kernelcourse.bench.compare (device events,
 warm-up, median of repeats, rotating inputs). Every kernel is first verified on two
 shapes that take every boundary path (ragged edges, float4 and scalar loads); one that
@@ -152,7 +154,14 @@ def build(backend, device, rung, changes: dict, notes: list):
             notes.append(f"{label}: skipped, wrong on {shape} ({shape.why}): error "
                          f"{result.rel_error:.1e}, {result.crash or 'no crash'}")
             return None
+    # a build that spills keeps part of its tile in local memory (the L1 and DRAM): not the
+    # kernel the configuration describes, so it is not timed (the default rungs' spills, if
+    # any, are the tests' business: tests/test_simt_top.py requires none)
     (usage,) = rung.resources((device.arch,), **changes)
+    if usage.spills and changes:
+        notes.append(f"{label}: skipped, spills on {device.arch} ({usage.spill_stores} bytes "
+                     f"stored, {usage.spill_loads} loaded)")
+        return None
     return impl, rung.for_lockstep(device.lockstep_width).config(**changes), usage
 
 
@@ -176,8 +185,12 @@ def main() -> int:
             continue
         impl, defines, usage = built
         impls.append(impl)
-        configs.append({"name": impl.name, "rung": rung.name, "changes": changes,
-                        "defines": defines, "resources": usage})
+        config = {"name": impl.name, "rung": rung.name, "changes": changes,
+                  "defines": defines, "resources": usage}
+        if rung.small_tile is not None and not changes:      # what runs where C is small
+            config["small_tile"] = rung.small_tile
+            config["small_tile_resources"] = rung.resources((device.arch,), **rung.small_tile)[0]
+        configs.append(config)
     for note in notes:
         print(note)
 

@@ -1,0 +1,270 @@
+"""Nsight Compute profiles of the ladder: what each rung changed in the hardware's counters.
+
+    python -m kernelcourse profile [--size 4096]       # on an NVIDIA GPU with ncu
+
+Every rung of labs 01-06 (the C kernels of `rungs.RUNGS`, their Triton twins, lab 05's
+Triton GEMM in fp32) and cuBLAS SGEMM run once each at size^3, in a child process that
+Nsight Compute profiles. Each is first run outside the profiled region (JIT compiles,
+autotuning, module loads), then once between cudaProfilerStart and cudaProfilerStop, so
+exactly that call's kernels are profiled (`--profile-from-start off`). The clocks are left
+as they are (`--clock-control none`). From ncu's raw page, for each kernel:
+
+  occupancy     achieved and theoretical warps per SM, registers per thread
+  shared        bank conflicts of shared loads and stores, against the wavefronts they cost
+  global        32-byte sectors per global load request (4: a warp's 32 floats in one
+                128-byte line; 16: a warp's float4s), and the L1 hit rate of those loads
+  memory        DRAM and L2 throughput (% of peak), DRAM bytes read
+  compute       FMA pipe utilisation, SM throughput (% of peak)
+  stalls        the warp-stall reasons, cycles per issued instruction, largest first
+
+are saved to results/profile-<device>-<size>.json (ncu's whole raw page beside it, .csv),
+and draw() makes the figure lab 06 explains (.png beside them; `make figures` redraws it).
+Without an NVIDIA GPU and ncu it says so and profiles nothing.
+`python -m kernelcourse.profile --reparse results/profile-....json` reads a saved page again. On AMD the same questions
+are answered by rocprofv3's counters: labs/06-warp-tiling/README.md gives the recipe.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .lab import REPO, RESULTS
+
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis",
+            "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "InstructionStats")
+# (what, ncu's raw metric) for the questions of the docstring; a metric this ncu does not
+# report is saved as None, never guessed
+METRICS = {
+    "time": "gpu__time_duration.sum",
+    "registers_per_thread": "launch__registers_per_thread",
+    "block_threads": "launch__block_size",
+    "grid_blocks": "launch__grid_size",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "shared_load_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "shared_store_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "shared_load_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "shared_store_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "global_load_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "global_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1_global_load_hit_pct": "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
+    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_bytes_read": "dram__bytes_read.sum",
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "fma_pipe_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+
+
+# ----------------------------------------------------------------------------- the child
+
+def child(size: int, order_file: Path) -> None:
+    """Run every profiled implementation, each once unprofiled, then once profiled; write
+    their names, in order, to order_file (ncu's results come in launch order)."""
+    import torch
+
+    from . import bench, rungs
+    from .backends import get_backend
+    from .gemm import Shape, make_inputs
+    sys.path.insert(0, str(REPO / "labs" / "05-triton-gemm"))
+    import triton_gemm
+
+    cuda, triton = get_backend("cuda"), get_backend("triton")
+    impls = [rung.c_impl(cuda) for rung in rungs.RUNGS]
+    impls += [rung.triton_impl(triton) for rung in rungs.RUNGS if rung.twin is not None]
+    impls += [triton_gemm.triton_gemm_impl(triton, "fp32"), bench.library_impl(cuda, "fp32")]
+    A, B = make_inputs(Shape(size, size, size), "fp32", np.random.default_rng(0))
+    names = []
+    for impl in impls:
+        backend = impl.backend
+        dA, dB = backend.to_device(A), backend.to_device(B)
+        C = backend.to_device(np.zeros((size, size), np.float32))
+        for _ in range(2):                           # compile, autotune, load: unprofiled
+            impl(dA, dB, C, size, size, size)
+        backend.synchronize()
+        torch.cuda.profiler.start()                  # cudaProfilerStart: ncu begins here
+        impl(dA, dB, C, size, size, size)
+        backend.synchronize()
+        torch.cuda.profiler.stop()
+        names.append(impl.name)
+    order_file.write_text(json.dumps(names))
+
+
+# ---------------------------------------------------------------------------- the parent
+
+def parse(raw_csv: str, names: list[str]) -> list[dict]:
+    """ncu's raw CSV page (one row per profiled kernel, in launch order; a units row after
+    the header) into one record per kernel, each named for the implementation that launched
+    it. names[i] launched one kernel, except the last (the library), which owns the rest."""
+    rows = list(csv.DictReader(io.StringIO(raw_csv[raw_csv.index('"ID"'):])))
+    units = next((r for r in rows if not r.get("ID", "").strip().isdigit()), {})
+    rows = [r for r in rows if r.get("ID", "").strip().isdigit()]       # drops the units row
+    if len(rows) < len(names):
+        raise RuntimeError(f"ncu profiled {len(rows)} kernels for {len(names)} implementations")
+    records = []
+    for i, row in enumerate(rows):
+        record = {"impl": names[min(i, len(names) - 1)], "kernel": row.get("Kernel Name", "")}
+        for key, metric in METRICS.items():
+            record[key] = _number(row.get(metric))
+        record["units"] = {key: units.get(metric) for key, metric in METRICS.items() if units.get(metric)}
+        if record["global_load_requests"]:
+            record["global_load_sectors_per_request"] = record["global_load_sectors"] / record["global_load_requests"]
+        stalls = {name[len(STALL_PREFIX):-len(STALL_SUFFIX)]: _number(value) for name, value in row.items()
+                  if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)}
+        record["stalls"] = dict(sorted(((k, v) for k, v in stalls.items() if v is not None),
+                                       key=lambda kv: -kv[1]))
+        records.append(record)
+    return records
+
+
+def _number(text):
+    if text is None:
+        return None
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def ncu_command(ncu: str, order_file: Path, size: int) -> list[str]:
+    sections = [arg for s in SECTIONS for arg in ("--section", s)]
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
+            *sections, "--csv", "--page", "raw",
+            sys.executable, "-m", "kernelcourse.profile", "--child", str(size), str(order_file)]
+
+
+def reparse(path: Path) -> None:
+    """Read a saved profile's raw page (the .csv beside it) again with today's METRICS: a
+    counter added to METRICS needs no new GPU run. The run's environment is kept."""
+    saved = json.loads(path.read_text())
+    names = list(dict.fromkeys(k["impl"] for k in saved["kernels"]))
+    saved.update(metrics=METRICS, kernels=parse(path.with_suffix(".csv").read_text(), names))
+    path.write_text(json.dumps(saved, indent=2) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child"]:
+        child(int(argv[1]), Path(argv[2]))
+        return 0
+    if argv[:1] == ["--reparse"]:
+        reparse(Path(argv[1]))
+        draw(Path(argv[1]))
+        return 0
+    size = int(argv[argv.index("--size") + 1]) if "--size" in argv else 4096
+    from .device import detect
+    device = detect()
+    ncu = shutil.which("ncu") or next((str(p) for p in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))), None)
+    if device.vendor != "nvidia" or ncu is None:
+        print(f"nothing profiled: this needs an NVIDIA GPU and Nsight Compute (ncu); this machine: "
+              f"{device.describe()}, ncu {'found' if ncu else 'not found'}")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        order_file = Path(tmp) / "order.json"
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        done = subprocess.run(ncu_command(ncu, order_file, size), capture_output=True, text=True,
+                              env=env, cwd=REPO)
+        if done.returncode != 0 or not order_file.exists():
+            print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+            return 1
+        raw = done.stdout[done.stdout.index('"ID"'):] if '"ID"' in done.stdout else done.stdout
+        (RESULTS / f"profile-{device.slug}-{size}.csv").write_text(raw)     # every counter, as ncu gave it
+        records = parse(raw, json.loads(order_file.read_text()))
+        version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    from . import bench
+    from .backends import get_backend
+    path = bench.save(RESULTS / f"profile-{device.slug}-{size}.json", {
+        "what": f"Nsight Compute ({version}, --clock-control none) on every rung of labs 01-06 "
+                f"and cuBLAS SGEMM at {size}^3, fp32: one profiled call each, after warm-up",
+        "size": size, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
+    }, get_backend("cuda"))
+    for r in records:
+        top = ", ".join(f"{k} {v:.1f}" for k, v in list(r["stalls"].items())[:3])
+        print(f"{r['impl'][:34]:34} {r['time'] or 0:10.1f} {r['units'].get('time', '')}  occupancy {r['achieved_occupancy_pct'] or 0:5.1f}%  "
+              f"FMA {r['fma_pipe_pct'] or 0:5.1f}%  DRAM {r['dram_throughput_pct'] or 0:5.1f}%  stalls: {top}")
+    print(f"saved {path.relative_to(REPO)} and {draw(path).relative_to(REPO)}")
+    return 0
+
+
+
+# ------------------------------------------------------------------------------ the figure
+
+PANELS = (  # (title, value of a record, x-axis label)
+    ("achieved occupancy", lambda r: r["achieved_occupancy_pct"], "% of the SM's warps"),
+    ("registers per thread", lambda r: r["registers_per_thread"], "registers"),
+    ("FMA pipe busy", lambda r: r["fma_pipe_pct"], "% of active cycles"),
+    ("shared loads: bank conflicts",
+     lambda r: 100 * r["shared_load_bank_conflicts"] / r["shared_load_wavefronts"]
+     if r["shared_load_wavefronts"] else 0.0, "% of shared-load wavefronts"),
+    ("global loads: sectors per request", lambda r: r.get("global_load_sectors_per_request", 0.0),
+     "32-byte sectors (4: 32 floats; 16: 32 float4)"),
+    ("DRAM throughput", lambda r: r["dram_throughput_pct"], "% of peak"),
+    ("L2 throughput", lambda r: r["l2_throughput_pct"], "% of peak"),
+)
+STALLS_SHOWN = 5                 # the reasons largest over all kernels; the rest as 'other'
+
+
+def draw(result: Path) -> Path:
+    """results/profile-<device>-<size>.png from its .json: one row per kernel (ladder order),
+    one panel per question, and the warp-stall reasons as stacked bars."""
+    import matplotlib.pyplot as plt
+
+    data = json.loads(Path(result).read_text())
+    kernels = data["kernels"]
+    labels = [r["impl"].replace(" (cuda)", " (C)").replace(" (triton)", " (Triton)")
+              + ("" if i == 0 or kernels[i - 1]["impl"] != r["impl"] else " +") for i, r in enumerate(kernels)]
+    fig, axes = plt.subplots(2, 4, figsize=(17, 8.5), sharey=True)
+    y = np.arange(len(kernels))
+    colours = ["#0E7490" if "(C)" in label else "#B45309" if "(Triton)" in label or "triton" in label
+               else "#10B981" for label in labels]
+    for ax, (title, value, unit) in zip(axes.flat, PANELS):
+        values = [value(r) or 0.0 for r in kernels]
+        ax.barh(y, values, color=colours)
+        for yi, v in zip(y, values):
+            ax.annotate(f"{v:.3g}", (v, yi), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(unit, fontsize=8)
+        ax.set_xlim(0, max(values + [1]) * 1.25)
+    ax = axes.flat[len(PANELS)]
+    totals = {}
+    for r in kernels:
+        for reason, v in r["stalls"].items():
+            if reason != "selected":          # 'selected' is the issuing cycle itself, always 1
+                totals[reason] = totals.get(reason, 0.0) + v
+    shown = sorted(totals, key=totals.get, reverse=True)[:STALLS_SHOWN]
+    left = np.zeros(len(kernels))
+    for reason in shown + ["other"]:
+        widths = np.array([r["stalls"].get(reason, 0.0) if reason != "other" else
+                           sum(v for k, v in r["stalls"].items() if k not in shown and k != "selected")
+                           for r in kernels])
+        ax.barh(y, widths, left=left, label=reason.replace("_", " "))
+        left += widths
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_title("warp stalls per issued instruction", fontsize=10)
+    ax.set_xlabel("cycles (log past 1)", fontsize=8)
+    ax.legend(fontsize=7, loc="lower right")
+    for ax in axes[:, 0]:
+        ax.set_yticks(y, labels, fontsize=8)
+    axes[0, 0].invert_yaxis()
+    env = data["environment"]
+    fig.suptitle(f"Nsight Compute on {env['device']['name']}, {data['size']}^3 fp32, one call each "
+                 f"({env['date'][:10]}; {Path(result).name})", fontsize=11)
+    fig.tight_layout()
+    out = Path(result).with_suffix(".png")
+    fig.savefig(out, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
