@@ -191,9 +191,9 @@ def resources() -> int:
     from . import bench
     from .backends import compile_only
     from .lab import resource_table
-    from .rungs import RUNGS
+    from .rungs import MATRIX_CORE, RUNGS
     rows = []
-    for rung in RUNGS:
+    for rung in RUNGS + MATRIX_CORE:
         usage = rung.resources()
         print(resource_table(usage))
         rows.append({"rung": rung.name, "defines": rung.config(), "resources": usage})

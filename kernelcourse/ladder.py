@@ -163,9 +163,11 @@ def measure(found: list[Step], size: int, cpu_repeats: int = 1) -> list[Step]:
 def ran_with(s: Step) -> dict:
     """The defines the step's C kernel ran with at its timing's size (a rung with a small
     tile runs it on a C too small for one default block per SM); a twin: the rung's own."""
+    device = s.impl.backend.device
+    rung = s.rung.for_lockstep(device.lockstep_width)     # (warp tiling's WARP: 64 on AMD)
     if s.kind == "triton":
-        return s.rung.config()
-    return s.rung.tile_for(s.timing.M, s.timing.N, s.impl.backend.device.multiprocessors)
+        return rung.config()
+    return rung.tile_for(s.timing.M, s.timing.N, device.multiprocessors)
 
 
 def table(found: list[Step]) -> str:

@@ -84,8 +84,9 @@ def child(size: int, order_file: Path) -> None:
     impls += [rung.triton_impl(triton) for rung in rungs.RUNGS if rung.twin is not None]
     impls += [triton_gemm.triton_gemm_impl(triton, "fp32"), bench.library_impl(cuda, "fp32")]
     A, B = make_inputs(Shape(size, size, size), "fp32", np.random.default_rng(0))
-    names = []
-    for impl in impls:
+    names, kernels = [], []
+    expected = [rung.kernel for rung in rungs.RUNGS] + [None] * (len(impls) - len(rungs.RUNGS))
+    for impl, kernel in zip(impls, expected):
         backend = impl.backend
         dA, dB = backend.to_device(A), backend.to_device(B)
         C = backend.to_device(np.zeros((size, size), np.float32))
@@ -97,20 +98,28 @@ def child(size: int, order_file: Path) -> None:
         backend.synchronize()
         torch.cuda.profiler.stop()
         names.append(impl.name)
-    order_file.write_text(json.dumps(names))
+        kernels.append(kernel)
+    order_file.write_text(json.dumps({"names": names, "kernels": kernels}))
 
 
 # ---------------------------------------------------------------------------- the parent
 
-def parse(raw_csv: str, names: list[str]) -> list[dict]:
+def parse(raw_csv: str, names: list[str], kernels: list | None = None) -> list[dict]:
     """ncu's raw CSV page (one row per profiled kernel, in launch order; a units row after
     the header) into one record per kernel, each named for the implementation that launched
-    it. names[i] launched one kernel, except the last (the library), which owns the rest."""
+    it. names[i] launched one kernel, except the last (the library), which owns the rest;
+    kernels[i], where given, is the name that kernel must have (a C rung's entry point), so
+    that an implementation launching two kernels cannot shift the names that follow."""
     rows = list(csv.DictReader(io.StringIO(raw_csv[raw_csv.index('"ID"'):])))
     units = next((r for r in rows if not r.get("ID", "").strip().isdigit()), {})
     rows = [r for r in rows if r.get("ID", "").strip().isdigit()]       # drops the units row
     if len(rows) < len(names):
         raise RuntimeError(f"ncu profiled {len(rows)} kernels for {len(names)} implementations")
+    for i, want in enumerate(kernels or []):
+        if want is not None and rows[i].get("Kernel Name", "") != want:
+            raise RuntimeError(f"kernel {i} of the page is {rows[i].get('Kernel Name')!r}, but "
+                               f"{names[i]} launches {want!r}: an earlier implementation launched "
+                               "more than one kernel")
     records = []
     for i, row in enumerate(rows):
         record = {"impl": names[min(i, len(names) - 1)], "kernel": row.get("Kernel Name", "")}
@@ -178,14 +187,18 @@ def main(argv: list[str]) -> int:
             return 1
         raw = done.stdout[done.stdout.index('"ID"'):] if '"ID"' in done.stdout else done.stdout
         (RESULTS / f"profile-{device.slug}-{size}.csv").write_text(raw)     # every counter, as ncu gave it
-        records = parse(raw, json.loads(order_file.read_text()))
+        order = json.loads(order_file.read_text())
+        records = parse(raw, order["names"], order["kernels"])
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    from . import bench
+    from . import bench, rungs
     from .backends import get_backend
     path = bench.save(RESULTS / f"profile-{device.slug}-{size}.json", {
-        "what": f"Nsight Compute ({version}, --clock-control none) on every rung of labs 01-06 "
-                f"and cuBLAS SGEMM at {size}^3, fp32: one profiled call each, after warm-up",
+        "what": f"Nsight Compute ({version}, --clock-control none) on every C rung of labs 01-06, "
+                f"their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM at {size}^3, fp32: "
+                "one profiled call each, after warm-up",
         "size": size, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
+        "defines": {rung.name: rung.for_lockstep(device.lockstep_width).tile_for(size, size, device.multiprocessors)
+                    for rung in rungs.RUNGS},
     }, get_backend("cuda"))
     for r in records:
         top = ", ".join(f"{k} {v:.1f}" for k, v in list(r["stalls"].items())[:3])
@@ -249,9 +262,9 @@ def draw(result: Path) -> Path:
                            for r in kernels])
         ax.barh(y, widths, left=left, label=reason.replace("_", " "))
         left += widths
-    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(0, min(max(left) * 1.05, 25))      # naive (Triton) runs off the scale: its bar is cut
     ax.set_title("warp stalls per issued instruction", fontsize=10)
-    ax.set_xlabel("cycles (log past 1)", fontsize=8)
+    ax.set_xlabel("cycles (the axis stops at 25)", fontsize=8)
     ax.legend(fontsize=7, loc="lower right")
     for ax in axes[:, 0]:
         ax.set_yticks(y, labels, fontsize=8)

@@ -55,6 +55,8 @@ class Rung:
     # (1000 x 1000 makes 64 blocks of 128 x 128 for an H200's 132 SMs): defines over the
     # defaults, picked per call by small_problem(). None: one tile for every size.
     small_tile: dict | None = None
+    # The precision of its operands (fp16, bf16: the matrix-core rungs of lab 07).
+    dtype: str = "fp32"
 
     # -- defines and geometry
     def config(self, **defines) -> dict:
@@ -136,7 +138,7 @@ class Rung:
                             else (kernel, d))
             grid, block = geometry(tile, M, N)
             chosen(grid, block, (A, B, C, M, N, K))
-        return GemmImpl(self._label(backend.name, d), backend, run)
+        return GemmImpl(self._label(backend.name, d), backend, run, self.dtype)
 
     def twin_module(self):
         """The Triton twin, imported by file path (the labs are folders, not packages)."""
@@ -284,6 +286,41 @@ WARP_TILING = Rung(
     small_tile={"BM": 64, "BK": 16, "WN": 32},         # the sweep's best at 1000^3 on an H200
 )
 
+def _mma_lockstep(width: int) -> dict:
+    """The lanes one matrix-core instruction takes: a 64-wide wavefront on AMD CDNA, a
+    32-lane warp on NVIDIA and on the cpu backend (which emulates NVIDIA's fragments)."""
+    return {"WARP": 64 if width == 64 else 32}
+
+
+MMA_TILES = Rung(
+    name="mma_tiles",
+    source=LABS / "07-tensor-cores" / "mma_tiles.cu", kernel="hgemm_mma_tiles",
+    defines={"WARP": 32, "BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "PAD": 8},
+    geometry=_warp_tiling_geometry,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
+    shared_of=lambda d: (d["BM"] * (d["BK"] + d["PAD"]) + d["BK"] * (d["BN"] + d["PAD"])) * 2,
+    summary="fp16 on the matrix cores: 16 x 16 x 16 steps per warp (mma.sync / MFMA)",
+    lockstep_defines=_mma_lockstep,
+    dtype="fp16",
+)
+
 RUNGS: tuple[Rung, ...] = (NAIVE, TILED, REGBLOCK, DOUBLE_BUFFER, WARP_TILING)
 SIMT_TOP: tuple[Rung, ...] = RUNGS[3:]           # the top of the SIMT ladder: lab 06's rungs
-RUNG: dict[str, Rung] = {r.name: r for r in RUNGS}
+MMA_PIPELINE = Rung(
+    name="mma_pipeline",
+    source=LABS / "07-tensor-cores" / "mma_pipeline.cu", kernel="hgemm_mma_pipeline",
+    defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 64, "STAGES": 3},
+    geometry=_warp_tiling_geometry,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
+    shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * 32 * 2,        # BK = 32, no pad
+    summary="16-byte copies (cp.async), STAGES slices in flight, swizzled shared tiles",
+    lockstep_defines=_mma_lockstep,
+    dtype="fp16",
+)
+
+# Lab 07: the matrix cores, fp16 in and fp32 accumulation (a ladder of their own: the
+# fp32 ladder's library is SGEMM, theirs is cuBLAS's / hipBLAS's HGEMM).
+MATRIX_CORE: tuple[Rung, ...] = (MMA_TILES, MMA_PIPELINE)
+RUNG: dict[str, Rung] = {r.name: r for r in RUNGS + MATRIX_CORE}

@@ -36,6 +36,13 @@ def test_each_kernel_is_named_for_its_implementation_and_the_library_owns_the_re
     assert records[3]["stalls"] == {"barrier": 0.1}
 
 
+def test_an_implementation_that_launched_two_kernels_cannot_shift_the_names():
+    text = raw(("0", "sgemm_naive", "1", "32", "0", "0"), ("1", "a_helper_kernel", "1", "32", "0", "0"),
+               ("2", "sgemm_tiled", "1", "32", "0", "0"), ("3", "cublas", "1", "32", "0", "0"))
+    with pytest.raises(RuntimeError, match="'a_helper_kernel', but tiled \\(cuda\\) launches 'sgemm_tiled'"):
+        profile.parse(text, ["naive (cuda)", "tiled (cuda)", "library (fp32)"], ["sgemm_naive", "sgemm_tiled", None])
+
+
 def test_fewer_kernels_than_implementations_is_an_error():
     with pytest.raises(RuntimeError, match="profiled 1 kernels for 2"):
         profile.parse(raw(("0", "sgemm_naive", "1", "32", "0", "0")), ["naive (cuda)", "tiled (cuda)"])

@@ -318,7 +318,8 @@ def test_the_sweep_runs_end_to_end_with_stand_ins(cpu, monkeypatch, tmp_path, ca
     assert sweep.main() == 0
     saved = json.loads((tmp_path / "simt-top-stand-in-gpu.json").read_text())
     names = [c["name"] for c in saved["configs"]]
-    assert names == ["regblock (cpu)", "double_buffer (cpu)", "warp_tiling (cpu)"] + [
+    assert names == ["regblock (cpu)", "double_buffer (cpu)", "warp_tiling (cpu)",
+                     "double_buffer, default tile forced (cpu)", "warp_tiling, default tile forced (cpu)"] + [
         f"warp_tiling {sweep.describe(c)} (cpu)" for c in kept[:2]]
     assert all(c["resources"]["target"] == "sm_90" and c["resources"]["spill_stores"] == 0
                for c in saved["configs"])

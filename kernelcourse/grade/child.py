@@ -190,6 +190,10 @@ def probe(job: dict, channel: Sender) -> None:
     twin = tiled.triton_impl(get_backend("triton"))
     assert verify(twin, one, repeats=1, verbose=False).passed, "the reference Triton kernel was wrong"
     stage("the reference Triton kernel compiled, ran and was right")
+    if c.name != "cpu":          # on a GPU, C files are graded on the cpu backend too
+        emulated = tiled.c_impl(get_backend("cpu"))
+        assert verify(emulated, one, repeats=1, verbose=False).passed, "the reference C kernel was wrong on the cpu backend"
+        stage("the reference C kernel compiled and ran on the cpu backend, and was right")
     channel.send({"test": 0, "done": True})
 
 

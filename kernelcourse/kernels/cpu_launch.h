@@ -105,6 +105,42 @@ static void check_barrier(const Fiber* fibers, unsigned count) {
     }
 }
 
+// After a turn: every warp whose 32 lanes all wait at the same warp-wide operation goes on
+// (true if any did). A warp with only some of its lanes there stops the launch.
+static bool open_warps(Fiber* fibers, unsigned count) {
+    bool opened = false;
+    for (unsigned first = 0; first < count; first += WARP_LANES) {
+        const unsigned end = first + WARP_LANES < count ? first + WARP_LANES : count;
+        unsigned arrived = 0;
+        int line = -1;
+        for (unsigned t = first; t < end; ++t) {
+            if (fibers[t].state != AT_WARP) continue;
+            ++arrived;
+            if (line < 0) line = fibers[t].barrier_line;
+            if (fibers[t].barrier_line != line) {
+                char text[200];
+                snprintf(text, sizeof text, "divergent warp: in block (%u, %u, %u) lanes of warp %u "
+                         "wait at the warp-wide operations of line %d and of line %d", blockIdx.x,
+                         blockIdx.y, blockIdx.z, first / WARP_LANES, line, fibers[t].barrier_line);
+                stop(text);
+            }
+        }
+        if (!arrived) continue;
+        if (arrived != WARP_LANES) {
+            char text[240];
+            snprintf(text, sizeof text, "divergent warp: in block (%u, %u, %u) %u of the %u lanes "
+                     "of warp %u reached the warp-wide operation on line %d; every lane of a full "
+                     "warp must (the others wait at __syncthreads(), have finished, or the block's "
+                     "size is not a multiple of 32)", blockIdx.x, blockIdx.y, blockIdx.z, arrived,
+                     end - first, first / WARP_LANES, line);
+            stop(text);
+        }
+        for (unsigned t = first; t < end; ++t) fibers[t].state = READY;
+        opened = true;
+    }
+    return opened;
+}
+
 static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, int mode,
                       uint64_t& random) {
     for (unsigned t = 0; t < count; ++t) {
@@ -126,6 +162,7 @@ static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, i
             waiting |= fiber.state == AT_BARRIER;
         }
         launch.current = nullptr;
+        if (open_warps(fibers, count)) continue;      // warp-wide operations first
         if (!waiting) return;
         // Everyone still running has arrived at the same barrier: it opens.
         check_barrier(fibers, count);

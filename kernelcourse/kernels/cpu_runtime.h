@@ -12,7 +12,13 @@
 //     that is running (blocks run one after another, in an order that changes too), filled
 //     with NaN bytes when a launch starts, so a read of a slot nobody wrote shows;
 //   * __syncthreads() notes where it was called: threads of one block that wait at
-//     different barriers, or finish while others wait, stop the launch (a GPU may hang).
+//     different barriers, or finish while others wait, stop the launch (a GPU may hang);
+//   * the warp-wide operations of mma.h (a matrix-core multiply, a fragment load) are
+//     emulated with a warp barrier: the 32 lanes of a warp (consecutive thread indices, as
+//     on NVIDIA) each leave their operands in a slot of their own and wait until all 32
+//     have; every lane then computes its own results from all the slots. A warp with a
+//     lane elsewhere (at a __syncthreads(), finished) stops the launch, as a GPU's
+//     .aligned instructions require every lane.
 // Constructs it cannot emulate faithfully (warp shuffles and votes, tensor-core intrinsics,
 // inline PTX or GCN assembly) are refused before compiling, by the backend, with their name.
 #pragma once
@@ -77,13 +83,14 @@ template <typename T> static inline T atomicCAS(T* address, T compare, T value) 
 // -- the thread model
 namespace kc {
 
-enum FiberState { READY, AT_BARRIER, DONE };
+enum FiberState { READY, AT_BARRIER, AT_WARP, DONE };
 
 struct Fiber {
     void* sp;                 // saved stack pointer while suspended
     FiberState state;
     uint3 thread;             // its threadIdx
-    int barrier_line;         // where it waits (the source line of its __syncthreads())
+    int barrier_line;         // where it waits (the source line of its __syncthreads(), or
+                              // of the warp-wide operation)
 };
 
 // What the launch runs and where it stands; one launch at a time per process.
@@ -134,6 +141,27 @@ static void fiber_main() {
 
 static inline void barrier(int line) {
     launch.current->state = AT_BARRIER;
+    launch.current->barrier_line = line;
+    kc_switch(&launch.current->sp, launch.scheduler_sp);
+}
+
+[[noreturn]] static void stop(const char* message);      // cpu_launch.h: end the launch, saying why
+
+// Warp-wide operations (mma.h). A warp is 32 consecutive thread indices, x fastest.
+constexpr unsigned WARP_LANES = 32;
+constexpr unsigned SLOT_BYTES = 256;          // what one lane may leave for the others
+alignas(16) static unsigned char slots[1024][SLOT_BYTES];
+
+static inline unsigned linear_thread() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+static inline unsigned lane() { return linear_thread() % WARP_LANES; }
+// The slot of lane `l` of the calling thread's warp.
+static inline unsigned char* slot(unsigned l) { return slots[linear_thread() / WARP_LANES * WARP_LANES + l]; }
+
+// Wait until every lane of this warp has arrived at the warp-wide operation of `line`.
+static inline void warp_barrier(int line) {
+    launch.current->state = AT_WARP;
     launch.current->barrier_line = line;
     kc_switch(&launch.current->sp, launch.scheduler_sp);
 }

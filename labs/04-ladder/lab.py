@@ -74,7 +74,8 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 # %%
 for rung in rungs.RUNGS:
     print(f"{rung.name:13} {rung.summary}")
-    print("   " + rung.describe(opts.size, opts.size, device.multiprocessors).replace("\n", "\n   "))
+    built = rung.for_lockstep(device.lockstep_width)
+    print("   " + built.describe(opts.size, opts.size, device.multiprocessors).replace("\n", "\n   "))
 
 # %% [markdown]
 # ## 2. Run and time everything on the same matrices

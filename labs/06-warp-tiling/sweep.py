@@ -41,7 +41,8 @@ PROBLEMS = (  # (M, N, K), warm-up and repeats: about 0.1 s of kernel time per t
 # Checked before timing: ragged in M, N and K with float4 rows (K, N multiples of 4), and
 # a shape whose rows are not 16-byte aligned, so the scalar paths run too.
 CHECKS = (Shape(1000, 700, 1000, "all three ragged, float4 rows"),
-          Shape(67, 45, 93, "no dimension a multiple of 4: scalar loads and stores"))
+          Shape(67, 45, 93, "no dimension a multiple of 4: scalar loads and stores"),
+          Shape(1700, 1500, 1000, "ragged, 168 blocks of 128 x 128: the default tile on 132 SMs"))
 
 # The grid: block tile x warp tile x slice depth. Sub-tiles stay 4 x 4 (one float4 per lane
 # per sub-tile: what keeps the shared-memory reads contiguous) and lanes 4 x 8, so a lane's
@@ -177,13 +178,18 @@ def main() -> int:
     print(f"\ndevice: {device.describe()}")
 
     notes, impls, configs = [], [], []
-    entries = [(rungs.REGBLOCK, {}), (rungs.DOUBLE_BUFFER, {}), (WARP_TILING, {})]
+    # the rungs as the lab builds them, then their default tiles forced (a define named),
+    # so that each size also shows what the small tile saves
+    entries = [(rungs.REGBLOCK, {}), (rungs.DOUBLE_BUFFER, {}), (WARP_TILING, {}),
+               (rungs.DOUBLE_BUFFER, {"BM": 128}), (WARP_TILING, {"BM": 128})]
     entries += [(WARP_TILING, changes) for changes in kept]
     for rung, changes in entries:
         built = build(backend, device, rung, changes, notes)
         if built is None:
             continue
         impl, defines, usage = built
+        if changes and all(rung.defines[k] == v for k, v in changes.items()):
+            impl.name = f"{rung.name}, default tile forced ({backend.name})"   # not its small one
         impls.append(impl)
         config = {"name": impl.name, "rung": rung.name, "changes": changes,
                   "defines": defines, "resources": usage}

@@ -1,0 +1,227 @@
+// mma.h: the matrix cores, one warp's 16 x 16 x 16 step, on NVIDIA, AMD and the cpu backend.
+//
+// Include it after portable.h. A warp (NVIDIA: 32 lanes; AMD CDNA: a wavefront of 64)
+// multiplies a 16 x 16 tile of A (fp16, in shared memory) by a 16 x 16 tile of B and adds
+// the product to a 16 x 16 fp32 tile of C held in registers: 4096 multiply-adds in one
+// instruction on AMD (v_mfma_f32_16x16x16_f16), in two on NVIDIA (mma.sync m16n8k16 covers
+// 16 x 8). No lane holds a whole tile. Each holds a *fragment*: a few elements, which ones
+// fixed by the hardware. The drawings below are those layouts; kc_c_row() and kc_c_col()
+// hand them to the code that stores C.
+//
+//   kc_frag_a a; kc_frag_b b; kc_frag_c c;
+//   kc_zero(c);
+//   kc_load_a(a, As, at_a, row0, k0);    // A[row0 .. +15][k0 .. +15], at_a(r, k): its offset
+//   kc_load_b(b, Bs, at_b, k0, col0);    // B[k0 .. +15][col0 .. +15]
+//   kc_mma(c, a, b);                     // c += a * b
+//   for (int e = 0; e < KC_C_ELEMENTS; ++e)  C[kc_c_row(e)][kc_c_col(e)] = c.x[e];
+//
+// at(row, col) is the shared tile's layout: the element offset of (row, col) from its
+// base. A padded or swizzled layout is another `at`, and nothing else changes. NVIDIA's
+// ldmatrix reads 8 consecutive elements (16 bytes) of a row at once: at(row, 8 j) must be
+// a multiple of 8 for every row and j (the cpu backend checks it).
+//
+// The lanes are the threads of the block in order: lane = threadIdx.x % KC_MMA_LANES for
+// a one-dimensional block (every warp of it full).
+#pragma once
+
+// --------------------------------------------------------------------------- NVIDIA (and CPU)
+//
+// Lane = 4 g + t (g = lane / 4: its group, 0..7; t = lane % 4: its place in the group).
+//
+// A, 16 x 16 (m x k): four 32-bit registers, two fp16 each.
+//                k 0..7                      k 8..15
+//   row g       x[0] = A[g][2t], A[g][2t+1]   x[2] = A[g][8+2t], A[g][8+2t+1]
+//   row g + 8   x[1] = A[g+8][2t], ...        x[3] = A[g+8][8+2t], ...
+// so row 0 is held by lanes 0..3 (two elements each, then the same four for k 8..15),
+// row 1 by lanes 4..7, ..., row 8 again by lanes 0..3.
+//
+// B, 16 x 16 (k x n), as two 16 x 8 halves (n 0..7 and n 8..15), each "column-major":
+//   half h: x[2h]   = B[2t][8h+g], B[2t+1][8h+g]        (k 0..7)
+//           x[2h+1] = B[8+2t][8h+g], B[8+2t+1][8h+g]    (k 8..15)
+// a lane holds column 8h + g, four k of it per half.
+//
+// C, 16 x 16 fp32: eight registers, x[4h + 2r + j] = C[g + 8r][8h + 2t + j] (r, j in 0..1):
+//   each lane two neighbouring columns of rows g and g + 8, in each half.
+//
+// ldmatrix.x4 loads four 8 x 8 matrices of 16-bit elements for the whole warp: lanes 0-7
+// name the rows of the first, 8-15 of the second, and so on, and every lane receives two
+// elements of each matrix, laid out as the fragments above want. .trans transposes each
+// 8 x 8 matrix on the way, which turns B's row-major rows (k) into the column layout.
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC_RTC__)
+
+#define KC_MMA_LANES 32
+#define KC_C_ELEMENTS 8
+
+struct kc_frag_a { unsigned x[4]; };
+struct kc_frag_b { unsigned x[4]; };
+struct kc_frag_c { float x[8]; };
+
+__device__ __forceinline__ int kc_lane() { return threadIdx.x % KC_MMA_LANES; }
+__device__ __forceinline__ int kc_c_row(int e) { return kc_lane() / 4 + 8 * ((e / 2) % 2); }
+__device__ __forceinline__ int kc_c_col(int e) { return 8 * (e / 4) + 2 * (kc_lane() % 4) + e % 2; }
+__device__ __forceinline__ void kc_zero(kc_frag_c& c) {
+#pragma unroll
+    for (int e = 0; e < KC_C_ELEMENTS; ++e) c.x[e] = 0.0f;
+}
+
+#if defined(KC_CPU)
+// The cpu backend: the same fragments, read element by element; the multiply-add is a
+// warp-wide operation (cpu_runtime.h): every lane leaves its fragments in its slot, waits
+// for the other 31, computes its own elements of C from theirs, and waits again before
+// any slot is reused.
+namespace kc {
+static inline float half_of(unsigned word, int high) {
+    const unsigned short bits = (unsigned short)(high ? word >> 16 : word & 0xFFFF);
+    f16 h;
+    memcpy(&h, &bits, 2);
+    return (float)h;
+}
+// ldmatrix's rule: the 8 elements a lane names must start on a 16-byte boundary.
+static inline void check_row(const f16* p, const char* what, int line) {
+    if (reinterpret_cast<uintptr_t>(p) % 16) {
+        char text[200];
+        snprintf(text, sizeof text, "%s on line %d: a row of 8 elements starts %u bytes past a "
+                 "16-byte boundary (ldmatrix needs each at(row, 8 j) to be a multiple of 8)", what,
+                 line, unsigned(reinterpret_cast<uintptr_t>(p) % 16));
+        stop(text);
+    }
+}
+struct MmaSlot { unsigned a[4], b[4]; float c[8]; };
+}  // namespace kc
+
+template <class At>
+static inline void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0,
+                             int line = __builtin_LINE()) {
+    const int l = kc_lane(), g = l / 4, t = l % 4;
+    kc::check_row(tile + at(row0 + l % 16, col0 + 8 * (l / 16)), "kc_load_a", line);
+    for (int r = 0; r < 4; ++r) {
+        const int row = row0 + g + 8 * (r % 2), col = col0 + 8 * (r / 2) + 2 * t;
+        unsigned short lo, hi;
+        memcpy(&lo, tile + at(row, col), 2);
+        memcpy(&hi, tile + at(row, col + 1), 2);
+        a.x[r] = unsigned(lo) | (unsigned(hi) << 16);
+    }
+}
+
+template <class At>
+static inline void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0,
+                             int line = __builtin_LINE()) {
+    const int l = kc_lane(), g = l / 4, t = l % 4;
+    kc::check_row(tile + at(row0 + l % 8 + 8 * ((l / 8) % 2), col0 + 8 * (l / 16)), "kc_load_b", line);
+    for (int r = 0; r < 4; ++r) {
+        const int k = row0 + 8 * (r % 2) + 2 * t, n = col0 + 8 * (r / 2) + g;
+        unsigned short lo, hi;
+        memcpy(&lo, tile + at(k, n), 2);
+        memcpy(&hi, tile + at(k + 1, n), 2);
+        b.x[r] = unsigned(lo) | (unsigned(hi) << 16);
+    }
+}
+
+static inline void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b,
+                          int line = __builtin_LINE()) {
+    kc::MmaSlot* mine = reinterpret_cast<kc::MmaSlot*>(kc::slot(kc::lane()));
+    memcpy(mine->a, a.x, sizeof a.x);
+    memcpy(mine->b, b.x, sizeof b.x);
+    memcpy(mine->c, c.x, sizeof c.x);
+    kc::warp_barrier(line);
+    float d[8];
+    for (int e = 0; e < 8; ++e) {
+        const int row = kc_c_row(e), col = kc_c_col(e);
+        float sum = mine->c[e];
+        for (int k = 0; k < 16; ++k) {
+            // who holds A[row][k], and B[k][col], by the drawings above
+            const kc::MmaSlot* pa = reinterpret_cast<const kc::MmaSlot*>(kc::slot(4 * (row % 8) + (k % 8) / 2));
+            const kc::MmaSlot* pb = reinterpret_cast<const kc::MmaSlot*>(kc::slot(4 * (col % 8) + (k % 8) / 2));
+            const float x = kc::half_of(pa->a[row / 8 + 2 * (k / 8)], k % 2);
+            const float y = kc::half_of(pb->b[2 * (col / 8) + k / 8], k % 2);
+            sum = std::fma(x, y, sum);
+        }
+        d[e] = sum;
+    }
+    kc::warp_barrier(line);                 // no slot is overwritten before all 32 have read
+    memcpy(c.x, d, sizeof d);
+}
+
+#else   // NVIDIA: ldmatrix and mma.sync
+__device__ __forceinline__ unsigned kc_shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <class At>
+__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0) {
+    const int l = kc_lane();                 // lane l names row l % 16, columns 8 (l / 16) ..
+    const unsigned p = kc_shared_address(tile + at(row0 + l % 16, col0 + 8 * (l / 16)));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a.x[0]), "=r"(a.x[1]), "=r"(a.x[2]), "=r"(a.x[3]) : "r"(p));
+}
+
+template <class At>
+__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0) {
+    const int l = kc_lane();                 // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), ...
+    const unsigned p = kc_shared_address(tile + at(row0 + l % 8 + 8 * ((l / 8) % 2), col0 + 8 * (l / 16)));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(b.x[0]), "=r"(b.x[1]), "=r"(b.x[2]), "=r"(b.x[3]) : "r"(p));
+}
+
+__device__ __forceinline__ void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h)              // n 0..7, then n 8..15
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]), "+f"(c.x[4 * h + 3])
+                     : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]),
+                       "r"(b.x[2 * h]), "r"(b.x[2 * h + 1]));
+}
+#endif
+
+// ------------------------------------------------------------------------------ AMD CDNA
+//
+// A wavefront of 64: lane = 16 q + i (q = lane / 16, 0..3; i = lane % 16).
+//   A, 16 x 16 (m x k): four fp16, a.x[v] = A[i][4q + v]         (a lane holds row i)
+//   B, 16 x 16 (k x n): four fp16, b.x[v] = B[4q + v][i]         (a lane holds column i)
+//   C, 16 x 16 fp32:    four,      c.x[v] = C[4q + v][i]
+// v_mfma_f32_16x16x16_f16 takes them in those registers (gfx908, gfx90a, gfx942). There is
+// no ldmatrix: each lane reads its own elements from LDS, four at a time for A.
+#else
+
+#define KC_MMA_LANES 64
+#define KC_C_ELEMENTS 4
+
+typedef _Float16 kc_half4 __attribute__((ext_vector_type(4)));
+typedef float kc_float4 __attribute__((ext_vector_type(4)));
+struct kc_frag_a { kc_half4 x; };
+struct kc_frag_b { kc_half4 x; };
+struct kc_frag_c { kc_float4 x; };
+
+__device__ __forceinline__ int kc_lane() { return threadIdx.x % KC_MMA_LANES; }
+__device__ __forceinline__ int kc_c_row(int e) { return 4 * (kc_lane() / 16) + e; }
+__device__ __forceinline__ int kc_c_col(int e) { return kc_lane() % 16; }
+__device__ __forceinline__ void kc_zero(kc_frag_c& c) { c.x = kc_float4{0.0f, 0.0f, 0.0f, 0.0f}; }
+
+template <class At>
+__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0) {
+    const _Float16* t = reinterpret_cast<const _Float16*>(tile);
+    const int i = kc_lane() % 16, q = kc_lane() / 16;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) a.x[v] = t[at(row0 + i, col0 + 4 * q + v)];
+}
+
+template <class At>
+__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0) {
+    const _Float16* t = reinterpret_cast<const _Float16*>(tile);
+    const int i = kc_lane() % 16, q = kc_lane() / 16;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) b.x[v] = t[at(row0 + 4 * q + v, col0 + i)];
+}
+
+__device__ __forceinline__ void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b) {
+    c.x = __builtin_amdgcn_mfma_f32_16x16x16f16(a.x, b.x, c.x, 0, 0, 0);
+}
+#endif
+
+// The shared tile's plain layout: `ld` elements per row (a pad of 8 keeps 16-byte rows and
+// spreads ldmatrix's eight rows over all 32 banks).
+struct kc_row_major {
+    int ld;
+    __device__ __forceinline__ int operator()(int row, int col) const { return row * ld + col; }
+};

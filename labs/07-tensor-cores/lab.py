@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Lab 07 — The matrix cores, in raw C
+#
+# Labs 01–06 multiply with the CUDA cores' FMA units: one multiply-add per lane per
+# instruction. A matrix core does a whole small matrix product per instruction, shared by
+# the lanes of a warp: on NVIDIA `mma.sync.m16n8k16` multiplies a 16 x 16 tile of fp16 A
+# by a 16 x 8 tile of B into fp32 (2048 multiply-adds), on AMD CDNA
+# `v_mfma_f32_16x16x16_f16` a 16 x 16 by 16 x 16 (4096), for a wavefront of 64.
+#
+# No lane holds a tile. Each holds a *fragment*, a few elements whose positions the
+# hardware fixes. `kernelcourse/kernels/mma.h` draws both vendors' layouts and hides them
+# behind five calls (`kc_load_a`, `kc_load_b`, `kc_mma`, and `kc_c_row` / `kc_c_col` for the
+# store), so that one kernel file serves both. `mma_tiles.cu`: a 128 x 128 block tile, four
+# warps of 64 x 64, and each warp's tile stepped through in 16 x 16 pieces.
+# `mma_pipeline.cu`: the same math, fed by 16-byte copies that the math need not wait for
+# (`cp.async` on NVIDIA), three slices of K in flight, and swizzled shared tiles.
+#
+# Without a GPU the kernel runs on the `cpu` backend, where `kc_mma` is a real warp-wide
+# operation: the 32 lanes leave their fragments, wait for each other, and each computes its
+# own elements of C from all of them, by the layout mma.h draws. A lane that skips it, or a
+# shared-memory row ldmatrix could not read, stops the launch with the reason.
+
+# %%
+import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
+
+from kernelcourse import bench, lab, ladder, rungs
+from kernelcourse.device import detect
+
+opts = lab.options(gpu_size=4096, cpu_size=128)
+device = detect()
+print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+
+# %% [markdown]
+# ## 1. The kernels
+#
+# Their geometry for a 1000 x 1000 C: WARP follows the device (32 lanes on NVIDIA and on the
+# `cpu` backend, a wavefront of 64 on AMD), and the block has four warps either way.
+
+# %%
+for rung in rungs.MATRIX_CORE:
+    print(f"{rung.name}: {rung.summary}")
+    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
+
+# %% [markdown]
+# ## 2. Test
+#
+# The verification suite in fp16: ragged shapes, 1 x 1 x 1, deep K, repeated runs with C
+# poisoned and fenced. The inputs are fp16, the products exact in fp32, and C is rounded to
+# fp16 once at the end: the relative error sits near fp16's half unit, 2^-11.
+
+# %%
+reports = [ladder.check(impl, rung) for rung in rungs.MATRIX_CORE for impl in ladder.impls(rung, opts)]
+assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verification"
+
+# %% [markdown]
+# ## 3. Resource usage
+#
+# Four warps of 64 x 64 hold sixteen 16 x 16 pieces of C each: 128 fp32 accumulators per
+# lane on NVIDIA (eight per piece), 64 on AMD (four per piece, in a wavefront of 64).
+# Nothing may spill.
+
+# %%
+for rung in rungs.MATRIX_CORE:
+    ladder.resource_report(rung, opts)
+
+# %% [markdown]
+# ## 4. Benchmark
+#
+# On a GPU: both kernels against the vendor library's fp16 GEMM at size³, in one run. Without
+# a GPU: wall-clock times of the emulation at a toy size, labelled as such.
+
+# %%
+found = [impl for rung in rungs.MATRIX_CORE for impl in ladder.impls(rung, opts)]
+n = opts.size
+if ladder.lead_backend(opts).on_gpu:
+    timings = bench.compare(found, n, n, n, library=bench.library_impl(ladder.lead_backend(opts), "fp16"))
+else:
+    timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+print(bench.table(timings))
+ladder.save_gpu_result("tensor-cores", {"timings": timings}, opts, size=opts.size)
