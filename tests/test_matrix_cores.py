@@ -58,8 +58,9 @@ def test_registered_with_its_precision_and_lanes():
 
 
 def test_a_lane_that_skips_the_multiply_stops_the_launch_and_says_so(cpu, tmp_path):
-    broken = variant(tmp_path, MMA_TILES, "                    kc_mma(acc[i][j], a[i], b[j]);",
-                     "                    if (threadIdx.x % 32 != 5) kc_mma(acc[i][j], a[i], b[j]);")
+    broken = variant(tmp_path, MMA_TILES,
+                     "            kc_warp_step(acc, &As[0][0], at_a, &Bs[0][0], at_b, warp_row, warp_col, kk);",
+                     "            if (threadIdx.x % 32 != 5) kc_warp_step(acc, &As[0][0], at_a, &Bs[0][0], at_b, warp_row, warp_col, kk);")
     report = verify(broken.c_impl(cpu), Suite("one", 64, (Shape(64, 64, 32, "one block"),)))
     assert not report.passed
     crash = report.results[0].crash
@@ -107,8 +108,9 @@ def test_the_pipeline_passes_on_misaligned_inputs(cpu):
 
 def test_a_swizzle_the_loads_do_not_share_with_the_copies_is_wrong(cpu, tmp_path):
     """Known-wrong: the copies store A swizzled and the fragment loads read it plain."""
-    broken = variant(tmp_path, MMA_PIPELINE, "                kc_load_a(a[i], as, at_a, warp_row + 16 * i, kk);",
-                     "                kc_load_a(a[i], as, kc_row_major{BK}, warp_row + 16 * i, kk);")
+    broken = variant(tmp_path, MMA_PIPELINE,
+                     "            kc_warp_step(acc, As[s % STAGES], at_a, Bs[s % STAGES], at_b, warp_row, warp_col, kk);",
+                     "            kc_warp_step(acc, As[s % STAGES], kc_row_major{BK}, Bs[s % STAGES], at_b, warp_row, warp_col, kk);")
     report = verify(broken.c_impl(cpu), Suite("one", 64, (Shape(64, 64, 64, "one slice pair"),)))
     assert not report.passed and report.results[0].bad > 0, str(report)
 

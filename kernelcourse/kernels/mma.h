@@ -225,3 +225,56 @@ struct kc_row_major {
     int ld;
     __device__ __forceinline__ int operator()(int row, int col) const { return row * ld + col; }
 };
+
+// --------------------------------------------------------------------- a warp's whole tile
+//
+// What every matrix-core kernel of lab 07 does with the fragments above, written once.
+
+// Clear a warp tile of PM x PN 16 x 16 pieces of C. Every loop over the pieces is unrolled:
+// an array of fragments indexed at run time would live in local memory, not in registers.
+template <int PM, int PN>
+__device__ __forceinline__ void kc_warp_zero(kc_frag_c (&acc)[PM][PN]) {
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+#pragma unroll
+        for (int j = 0; j < PN; ++j)
+            kc_zero(acc[i][j]);
+}
+
+// One 16-deep step of a warp tile: its PM pieces of A (rows row0 + 16 i of the shared A
+// tile, columns k0 ..) and PN pieces of B (rows k0 .., columns col0 + 16 j) into fragments,
+// then every pair meets in one kc_mma: PM x PN matrix-core steps on PM + PN loads.
+template <int PM, int PN, class AtA, class AtB>
+__device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const f16* as, AtA at_a,
+                                             const f16* bs, AtB at_b, int row0, int col0, int k0) {
+    kc_frag_a a[PM];
+    kc_frag_b b[PN];
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+        kc_load_a(a[i], as, at_a, row0 + 16 * i, k0);
+#pragma unroll
+    for (int j = 0; j < PN; ++j)
+        kc_load_b(b[j], bs, at_b, k0, col0 + 16 * j);
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+#pragma unroll
+        for (int j = 0; j < PN; ++j)
+            kc_mma(acc[i][j], a[i], b[j]);
+}
+
+// Store a warp tile whose corner is C[row0][col0] (C row-major, M x N): each lane's elements
+// of each piece where the layout puts them, rounded to fp16, those inside C only.
+template <int PM, int PN>
+__device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], f16* C, int M, int N,
+                                              int row0, int col0) {
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+#pragma unroll
+        for (int j = 0; j < PN; ++j)
+#pragma unroll
+            for (int e = 0; e < KC_C_ELEMENTS; ++e) {
+                const int row = row0 + 16 * i + kc_c_row(e), col = col0 + 16 * j + kc_c_col(e);
+                if (row < M && col < N)
+                    C[(size_t)row * N + col] = __float2half(acc[i][j].x[e]);
+            }
+}

@@ -129,11 +129,7 @@ hgemm_mma_pipeline(const f16* A, const f16* B, f16* C, int M, int N, int K)
     const int slices = KC_CEIL_DIV(K, BK);
 
     kc_frag_c acc[PIECES_M][PIECES_N];
-#pragma unroll
-    for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < PIECES_N; ++j)
-            kc_zero(acc[i][j]);
+    kc_warp_zero(acc);
 
     // Prologue: the first STAGES - 1 slices on their way, one commit group each (a group
     // may be empty past the last slice, so that the count of groups stays regular).
@@ -159,36 +155,11 @@ hgemm_mma_pipeline(const f16* A, const f16* B, f16* C, int M, int N, int K)
         kc_copy_commit();
 
         // Compute phase: as in mma_tiles, on stage s % STAGES, through the swizzled layouts.
-        const f16* as = As[s % STAGES];
-        const f16* bs = Bs[s % STAGES];
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            kc_frag_a a[PIECES_M];
-            kc_frag_b b[PIECES_N];
-#pragma unroll
-            for (int i = 0; i < PIECES_M; ++i)
-                kc_load_a(a[i], as, at_a, warp_row + 16 * i, kk);
-#pragma unroll
-            for (int j = 0; j < PIECES_N; ++j)
-                kc_load_b(b[j], bs, at_b, kk, warp_col + 16 * j);
-#pragma unroll
-            for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-                for (int j = 0; j < PIECES_N; ++j)
-                    kc_mma(acc[i][j], a[i], b[j]);
-        }
+        for (int kk = 0; kk < BK; kk += 16)
+            kc_warp_step(acc, As[s % STAGES], at_a, Bs[s % STAGES], at_b, warp_row, warp_col, kk);
     }
 
-    // Store phase: each lane's elements where mma.h's layout puts them, inside C only.
-#pragma unroll
-    for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < PIECES_N; ++j)
-#pragma unroll
-            for (int e = 0; e < KC_C_ELEMENTS; ++e) {
-                const int row = block_row + warp_row + 16 * i + kc_c_row(e);
-                const int col = block_col + warp_col + 16 * j + kc_c_col(e);
-                if (row < M && col < N)
-                    C[(size_t)row * N + col] = __float2half(acc[i][j].x[e]);
-            }
+    // Store phase: as in mma_tiles.
+    kc_warp_store(acc, C, M, N, block_row + warp_row, block_col + warp_col);
 }

@@ -64,15 +64,9 @@ hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
     const int block_row = blockIdx.y * BM;
     const int block_col = blockIdx.x * BN;
 
-    // The warp tile's accumulators: PIECES_M x PIECES_N fragments, in registers (every loop
-    // over them is unrolled, so that no index is left for run time: an array indexed at
-    // run time would live in local memory).
+    // The warp tile's accumulators: PIECES_M x PIECES_N fragments, in registers.
     kc_frag_c acc[PIECES_M][PIECES_N];
-#pragma unroll
-    for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < PIECES_N; ++j)
-            kc_zero(acc[i][j]);
+    kc_warp_zero(acc);
 
     const f16 zero = __float2half(0.0f);
     for (int k0 = 0; k0 < K; k0 += BK) {
@@ -92,38 +86,16 @@ hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
         __syncthreads();
 
         // Compute phase: for each 16-deep step, the warp's PIECES_M pieces of A and
-        // PIECES_N of B go into fragments, then every pair meets in one kc_mma.
+        // PIECES_N of B go into fragments, then every pair meets in one kc_mma
+        // (kc_warp_step in mma.h: PIECES_M x PIECES_N matrix-core steps on PIECES_M + PIECES_N loads).
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            kc_frag_a a[PIECES_M];
-            kc_frag_b b[PIECES_N];
-#pragma unroll
-            for (int i = 0; i < PIECES_M; ++i)
-                kc_load_a(a[i], &As[0][0], at_a, warp_row + 16 * i, kk);
-#pragma unroll
-            for (int j = 0; j < PIECES_N; ++j)
-                kc_load_b(b[j], &Bs[0][0], at_b, kk, warp_col + 16 * j);
-#pragma unroll
-            for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-                for (int j = 0; j < PIECES_N; ++j)
-                    kc_mma(acc[i][j], a[i], b[j]);
-        }
+        for (int kk = 0; kk < BK; kk += 16)
+            kc_warp_step(acc, &As[0][0], at_a, &Bs[0][0], at_b, warp_row, warp_col, kk);
         // Barrier 2: every warp is done with the slices before the next load overwrites them.
         __syncthreads();
     }
 
     // Store phase: each lane's elements of each piece, where mma.h's layout puts them,
     // rounded to fp16; only those inside C.
-#pragma unroll
-    for (int i = 0; i < PIECES_M; ++i)
-#pragma unroll
-        for (int j = 0; j < PIECES_N; ++j)
-#pragma unroll
-            for (int e = 0; e < KC_C_ELEMENTS; ++e) {
-                const int row = block_row + warp_row + 16 * i + kc_c_row(e);
-                const int col = block_col + warp_col + 16 * j + kc_c_col(e);
-                if (row < M && col < N)
-                    C[(size_t)row * N + col] = __float2half(acc[i][j].x[e]);
-            }
+    kc_warp_store(acc, C, M, N, block_row + warp_row, block_col + warp_col);
 }
