@@ -170,16 +170,7 @@ void sgemm_regblock(const float* A, const float* B, float* C, int M, int N, int 
         float* c_row = C + (size_t)row * N;
 #pragma unroll
         for (int n = 0; n < TN; n += 4) {
-            const int col = block_col + tx * TN + n;
-            if (c_aligned && col + 3 < N) {
-                *reinterpret_cast<float4*>(c_row + col) =
-                    make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    if (col + j < N)
-                        c_row[col + j] = acc[m][n + j];
-            }
+            store4(c_row, block_col + tx * TN + n, N, c_aligned, &acc[m][n]);
         }
     }
 }

@@ -253,18 +253,8 @@ void sgemm_warp_tiling(const float* A, const float* B, float* C, int M, int N, i
 #pragma unroll
             for (int in = 0; in < ITER_N; ++in)
 #pragma unroll
-                for (int n = 0; n < TN; n += 4) {
-                    const int col = block_col + warp_col + in * SUB_N + lane_col + n;
-                    const float* out = &acc[im * TM + m][in * TN + n];
-                    if (c_aligned && col + 3 < N) {
-                        *reinterpret_cast<float4*>(c_row + col) =
-                            make_float4(out[0], out[1], out[2], out[3]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j)
-                            if (col + j < N)
-                                c_row[col + j] = out[j];
-                    }
-                }
+                for (int n = 0; n < TN; n += 4)
+                    store4(c_row, block_col + warp_col + in * SUB_N + lane_col + n, N, c_aligned,
+                           &acc[im * TM + m][in * TN + n]);
         }
 }
