@@ -1,6 +1,6 @@
 """Nsight Compute profiles of the ladder: what each rung changed in the hardware's counters.
 
-    python -m kernelcourse profile [--size 4096]       # on an NVIDIA GPU with ncu
+    python -m kernelcourse profile [--size 4096] [--ladder fp32|fp16]   # NVIDIA GPU, ncu
 
 Every rung of labs 01-06 (the C kernels of `rungs.RUNGS`, their Triton twins, lab 05's
 Triton GEMM in fp32) and cuBLAS SGEMM run once each at size^3, in a child process that
@@ -14,11 +14,13 @@ as they are (`--clock-control none`). From ncu's raw page, for each kernel:
   global        32-byte sectors per global load request (4: a warp's 32 floats in one
                 128-byte line; 16: a warp's float4s), and the L1 hit rate of those loads
   memory        DRAM and L2 throughput (% of peak), DRAM bytes read
-  compute       FMA pipe utilisation, SM throughput (% of peak)
+  compute       FMA and tensor (matrix-core) pipe utilisation, SM throughput (% of peak)
   stalls        the warp-stall reasons, cycles per issued instruction, largest first
 
 are saved to results/profile-<device>-<size>.json (ncu's whole raw page beside it, .csv),
 and draw() makes the figure lab 06 explains (.png beside them; `make figures` redraws it).
+`--ladder fp16` profiles lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS in
+fp16 instead (results/profile-<device>-<size>-fp16.json, with the tensor pipes' counters).
 Without an NVIDIA GPU and ncu it says so and profiles nothing.
 `python -m kernelcourse.profile --reparse results/profile-....json` reads a saved page again. On AMD the same questions
 are answered by rocprofv3's counters: labs/06-warp-tiling/README.md gives the recipe.
@@ -61,6 +63,8 @@ METRICS = {
     "dram_bytes_read": "dram__bytes_read.sum",
     "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "fma_pipe_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    # the matrix cores, whichever instruction feeds them (mma.sync or Hopper's wgmma)
+    "tensor_pipe_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
 }
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
@@ -68,28 +72,44 @@ STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_a
 
 # ----------------------------------------------------------------------------- the child
 
-def child(size: int, order_file: Path) -> None:
-    """Run every profiled implementation, each once unprofiled, then once profiled; write
-    their names, in order, to order_file (ncu's results come in launch order)."""
-    import torch
+LADDERS = ("fp32", "fp16")     # fp32: labs 01-06's ladder; fp16: lab 07's matrix-core rungs
 
+
+def profiled(ladder: str) -> tuple[list, list, str]:
+    """(implementations, the kernel name each C one must launch, dtype) of a ladder; the
+    library comes last, as parse() expects."""
     from . import bench, rungs
     from .backends import get_backend
-    from .gemm import Shape, make_inputs
     sys.path.insert(0, str(REPO / "labs" / "05-triton-gemm"))
     import triton_gemm
 
     cuda, triton = get_backend("cuda"), get_backend("triton")
+    if ladder == "fp16":
+        impls = [rung.c_impl(cuda) for rung in rungs.MATRIX_CORE]
+        kernels = [rung.kernel for rung in rungs.MATRIX_CORE]
+        impls += [triton_gemm.triton_gemm_impl(triton, "fp16"), bench.library_impl(cuda, "fp16")]
+        return impls, kernels + [None, None], "fp16"
     impls = [rung.c_impl(cuda) for rung in rungs.RUNGS]
     impls += [rung.triton_impl(triton) for rung in rungs.RUNGS if rung.twin is not None]
     impls += [triton_gemm.triton_gemm_impl(triton, "fp32"), bench.library_impl(cuda, "fp32")]
-    A, B = make_inputs(Shape(size, size, size), "fp32", np.random.default_rng(0))
+    return impls, [rung.kernel for rung in rungs.RUNGS] + [None] * (len(impls) - len(rungs.RUNGS)), "fp32"
+
+
+def child(size: int, order_file: Path, ladder: str = "fp32") -> None:
+    """Run every profiled implementation, each once unprofiled, then once profiled; write
+    their names, in order, to order_file (ncu's results come in launch order)."""
+    import torch
+
+    from .gemm import Shape, make_inputs
+    from .verify import OUTPUT_DTYPE
+
+    impls, expected, dtype = profiled(ladder)
+    A, B = make_inputs(Shape(size, size, size), dtype, np.random.default_rng(0))
     names, kernels = [], []
-    expected = [rung.kernel for rung in rungs.RUNGS] + [None] * (len(impls) - len(rungs.RUNGS))
     for impl, kernel in zip(impls, expected):
         backend = impl.backend
-        dA, dB = backend.to_device(A), backend.to_device(B)
-        C = backend.to_device(np.zeros((size, size), np.float32))
+        dA, dB = backend.to_device(A, dtype), backend.to_device(B, dtype)
+        C = backend.to_device(np.zeros((size, size), np.float32), OUTPUT_DTYPE[dtype])
         for _ in range(2):                           # compile, autotune, load: unprofiled
             impl(dA, dB, C, size, size, size)
         backend.synchronize()
@@ -145,11 +165,11 @@ def _number(text):
         return None
 
 
-def ncu_command(ncu: str, order_file: Path, size: int) -> list[str]:
+def ncu_command(ncu: str, order_file: Path, size: int, ladder: str = "fp32") -> list[str]:
     sections = [arg for s in SECTIONS for arg in ("--section", s)]
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
             *sections, "--csv", "--page", "raw",
-            sys.executable, "-m", "kernelcourse.profile", "--child", str(size), str(order_file)]
+            sys.executable, "-m", "kernelcourse.profile", "--child", str(size), str(order_file), ladder]
 
 
 def reparse(path: Path) -> None:
@@ -163,13 +183,19 @@ def reparse(path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
-        child(int(argv[1]), Path(argv[2]))
+        child(int(argv[1]), Path(argv[2]), *argv[3:4])
         return 0
     if argv[:1] == ["--reparse"]:
         reparse(Path(argv[1]))
-        draw(Path(argv[1]))
+        if json.loads(Path(argv[1]).read_text()).get("ladder", "fp32") == "fp32":
+            draw(Path(argv[1]))
         return 0
     size = int(argv[argv.index("--size") + 1]) if "--size" in argv else 4096
+    ladder = argv[argv.index("--ladder") + 1] if "--ladder" in argv else "fp32"
+    if ladder not in LADDERS:
+        print(f"--ladder must be one of {', '.join(LADDERS)}, not {ladder}")
+        return 2
+    stem = f"profile-{{slug}}-{size}" + ("" if ladder == "fp32" else f"-{ladder}")
     from .device import detect
     device = detect()
     ncu = shutil.which("ncu") or next((str(p) for p in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))), None)
@@ -180,31 +206,37 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         order_file = Path(tmp) / "order.json"
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        done = subprocess.run(ncu_command(ncu, order_file, size), capture_output=True, text=True,
+        done = subprocess.run(ncu_command(ncu, order_file, size, ladder), capture_output=True, text=True,
                               env=env, cwd=REPO)
         if done.returncode != 0 or not order_file.exists():
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
             return 1
         raw = done.stdout[done.stdout.index('"ID"'):] if '"ID"' in done.stdout else done.stdout
-        (RESULTS / f"profile-{device.slug}-{size}.csv").write_text(raw)     # every counter, as ncu gave it
+        stem = stem.format(slug=device.slug)
+        (RESULTS / f"{stem}.csv").write_text(raw)     # every counter, as ncu gave it
         order = json.loads(order_file.read_text())
         records = parse(raw, order["names"], order["kernels"])
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     from . import bench, rungs
     from .backends import get_backend
-    path = bench.save(RESULTS / f"profile-{device.slug}-{size}.json", {
-        "what": f"Nsight Compute ({version}, --clock-control none) on every C rung of labs 01-06, "
-                f"their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM at {size}^3, fp32: "
-                "one profiled call each, after warm-up",
-        "size": size, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
+    what = ("every C rung of labs 01-06, their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM"
+            if ladder == "fp32" else "lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS")
+    ladder_rungs = rungs.RUNGS if ladder == "fp32" else rungs.MATRIX_CORE
+    path = bench.save(RESULTS / f"{stem}.json", {
+        "what": f"Nsight Compute ({version}, --clock-control none) on {what} at {size}^3, "
+                f"{ladder}: one profiled call each, after warm-up",
+        "size": size, "ladder": ladder, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
         "defines": {rung.name: rung.for_lockstep(device.lockstep_width).tile_for(size, size, device.multiprocessors)
-                    for rung in rungs.RUNGS},
+                    for rung in ladder_rungs},
     }, get_backend("cuda"))
     for r in records:
         top = ", ".join(f"{k} {v:.1f}" for k, v in list(r["stalls"].items())[:3])
         print(f"{r['impl'][:34]:34} {r['time'] or 0:10.1f} {r['units'].get('time', '')}  occupancy {r['achieved_occupancy_pct'] or 0:5.1f}%  "
               f"FMA {r['fma_pipe_pct'] or 0:5.1f}%  DRAM {r['dram_throughput_pct'] or 0:5.1f}%  stalls: {top}")
-    print(f"saved {path.relative_to(REPO)} and {draw(path).relative_to(REPO)}")
+    if ladder == "fp32":                  # the figure lab 06 explains
+        print(f"saved {path.relative_to(REPO)} and {draw(path).relative_to(REPO)}")
+    else:
+        print(f"saved {path.relative_to(REPO)}")
     return 0
 
 

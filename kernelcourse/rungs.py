@@ -310,7 +310,9 @@ SIMT_TOP: tuple[Rung, ...] = RUNGS[3:]           # the top of the SIMT ladder: l
 MMA_PIPELINE = Rung(
     name="mma_pipeline",
     source=LABS / "07-tensor-cores" / "mma_pipeline.cu", kernel="hgemm_mma_pipeline",
-    defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 64, "STAGES": 3},
+    # eight warps of 64 x 32: at 4096 and 8192 on an H200 faster than four of 64 x 64
+    # (results/tensor-cores-nvidia-h200-4096.json)
+    defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3},
     geometry=_warp_tiling_geometry,
     twin=None,
     intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),

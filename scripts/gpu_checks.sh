@@ -10,13 +10,14 @@
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared), simt-top (lab 06's rungs and
-# its tile sweep against cuBLAS), profile (Nsight Compute counters of every rung at 4096^3).
+# its tile sweep against cuBLAS), profile (Nsight Compute counters of every rung at 4096^3),
+# profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16).
 # Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 run-to-run launch-overhead check-sanitize grade simt-top profile}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 run-to-run launch-overhead check-sanitize grade simt-top profile profile-fp16}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -40,6 +41,7 @@ run_step() {
     launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
     simt-top)      "$py" labs/06-warp-tiling/sweep.py ;;
     profile)       "$py" -m kernelcourse profile --size 4096 ;;
+    profile-fp16)  "$py" -m kernelcourse profile --size 4096 --ladder fp16 ;;
     grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1
                    for jobs in 1 4; do
@@ -94,7 +96,7 @@ for step in $steps; do
   # what the steps so far wrote, after each one: a call cut short still returns them
   cp results/test-gpu-*.txt results/check-sanitize-*.txt results/launch-overhead-*.json \
      results/simt-top-*.json results/profile-*.json results/profile-*.csv results/ladder-*.json \
-     results/ladder-*.png "$out/" 2>/dev/null
+     results/ladder-*.png results/tensor-cores-*.json results/triton-gemm-*.json "$out/" 2>/dev/null
   cp -r results/grade-01-* "$out/" 2>/dev/null
   cp "$log" "$out/" 2>/dev/null
 done

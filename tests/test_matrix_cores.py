@@ -21,7 +21,9 @@ from kernelcourse.verify import GemmImpl, verify
 MMA_TILES, MMA_PIPELINE = rungs.MMA_TILES, rungs.MMA_PIPELINE
 BUILDS = [(MMA_TILES, {}), (MMA_TILES, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
           (MMA_TILES, {"BN": 64, "WN": 32, "BK": 16, "PAD": 16}),
-          (MMA_PIPELINE, {}), (MMA_PIPELINE, {"STAGES": 2}), (MMA_PIPELINE, {"BM": 64, "WM": 32, "STAGES": 4})]
+          (MMA_PIPELINE, {}), (MMA_PIPELINE, {"WN": 64}), (MMA_PIPELINE, {"STAGES": 2}),
+          (MMA_PIPELINE, {"BM": 64, "WM": 32, "WN": 64, "STAGES": 4})]
+PEAK = rungs.LABS / "07-tensor-cores" / "mma_peak.cu"
 BUILD_IDS = [f"{r.name}-{'-'.join(f'{k}{v}' for k, v in d.items()) or 'default'}" for r, d in BUILDS]
 
 
@@ -54,6 +56,7 @@ def test_registered_with_its_precision_and_lanes():
     assert MMA_TILES.for_lockstep(32).defines["WARP"] == 32
     assert MMA_TILES.for_lockstep(1).defines["WARP"] == 32           # the cpu backend: NVIDIA's
     assert MMA_TILES.launch_geometry(1000, 700) == ((6, 8), (128,))   # 4 warps of 64 x 64
+    assert MMA_PIPELINE.launch_geometry(1000, 700) == ((6, 8), (256,))  # 8 warps of 64 x 32
     assert MMA_TILES.for_lockstep(64).launch_geometry(1000, 700) == ((6, 8), (256,))
 
 
@@ -113,6 +116,29 @@ def test_a_swizzle_the_loads_do_not_share_with_the_copies_is_wrong(cpu, tmp_path
                      "            kc_warp_step(acc, As[s % STAGES], kc_row_major{BK}, Bs[s % STAGES], at_b, warp_row, warp_col, kk);")
     report = verify(broken.c_impl(cpu), Suite("one", 64, (Shape(64, 64, 64, "one slice pair"),)))
     assert not report.passed and report.results[0].bad > 0, str(report)
+
+
+def test_the_ceiling_kernel_computes_what_it_times(cpu):
+    """mma_peak.cu on the cpu backend: each warp's C is steps x CHAINS products of its
+    block's tile with itself, and each thread stores the sum of its fragment's elements."""
+    kernel = cpu.compile(PEAK, "mma_peak", {"CHAINS": 3})
+    blocks, threads, steps = 2, 64, 5
+    out = cpu.to_device(np.zeros(blocks * threads, np.float32))
+    kernel((blocks,), (threads,), (out, steps))
+    got = cpu.to_host(out).reshape(blocks, threads)
+    for block in range(blocks):
+        e = np.arange(256)
+        tile = (((e * 7 + block) % 13) * 0.0078125).astype(np.float16).astype(np.float64).reshape(16, 16)
+        want = (tile @ tile).sum() * steps * 3                   # one warp's whole C, summed
+        for warp in range(threads // 32):
+            assert np.isclose(got[block, 32 * warp:32 * (warp + 1)].sum(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target,width", [("sm_90", 32), ("gfx90a", 64)])
+def test_the_ceiling_kernel_keeps_its_chains_in_registers(target, width):
+    compile_for = nvrtc_compile if target == "sm_90" else hip_compile
+    usage = compile_for(PEAK, target, {"CHAINS": 16}).resources["mma_peak"]
+    assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
 
 
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)

@@ -51,5 +51,6 @@ def test_fewer_kernels_than_implementations_is_an_error():
 def test_the_command_leaves_the_clocks_alone_and_profiles_only_the_marked_calls(tmp_path):
     command = profile.ncu_command("ncu", tmp_path / "order.json", 4096)
     assert command[:5] == ["ncu", "--clock-control", "none", "--profile-from-start", "off"]
-    assert command[-6:] == [sys.executable, "-m", "kernelcourse.profile", "--child", "4096",
-                            str(tmp_path / "order.json")]
+    assert command[-7:] == [sys.executable, "-m", "kernelcourse.profile", "--child", "4096",
+                            str(tmp_path / "order.json"), "fp32"]
+    assert profile.ncu_command("ncu", tmp_path / "order.json", 4096, "fp16")[-1] == "fp16"

@@ -3,8 +3,8 @@
 On a CPU machine the masked kernel runs in Triton's interpreter with one fixed small
 configuration, every autotuning candidate of both kernels is compiled ahead of time
 for the GPU it targets, and the rule that picks the TMA kernel is checked on its own.
-On a GPU (`-m gpu`) the autotuned kernels run the GPU suite: the TMA kernel where the
-matrices allow it, the masked kernel elsewhere.
+On a GPU (`-m gpu`) the autotuned kernels run the GPU suite: split-K on a small C with a
+deep K, the TMA kernel where the matrices allow it, the masked kernel elsewhere.
 """
 import sys
 
@@ -25,6 +25,51 @@ def test_fixed_config_passes_the_cpu_suite(triton_backend, dtype):
     impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, **triton_gemm.CPU_CONFIG)
     report = verify(impl, suite=CPU_SUITE, verbose=False, seed=5)
     assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_split_k_passes_the_cpu_suite(triton_backend, dtype):
+    """Split-K in 3 slices (ragged ones wherever K is not a multiple of 3 x BLOCK_K; a
+    single slice where K is under one BLOCK_K): the same suite as the whole-K kernel."""
+    impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, "split_k", splits=3,
+                                        **triton_gemm.CPU_CONFIG)
+    report = verify(impl, suite=CPU_SUITE, verbose=False, seed=6)
+    assert report.passed, str(report)
+    assert {ran["path"] for ran in impl.runs.values()} == {"split_k"}
+    assert impl.runs[(1, 1, 1)]["splits"] == 1               # K = 1: one slice, not three
+
+
+def test_split_k_adds_its_slices_in_a_fixed_order(triton_backend):
+    """The partial sums are added by a kernel in slice order, not by atomics: the same
+    inputs give the same bits every time, and a C window's neighbours are untouched."""
+    torch.manual_seed(3)
+    dev = triton_backend.torch_device
+    a = torch.randn(70, 300, device=dev, dtype=torch.float16)
+    b = torch.randn(300, 50, device=dev, dtype=torch.float16)
+    wide = torch.full((70, 60), -1.0, device=dev, dtype=torch.float16)
+    c = wide[:, 5:55]
+    first = triton_gemm.matmul(a, b, c, path="split_k", splits=4).clone()
+    again = triton_gemm.matmul(a, b, path="split_k", splits=4)
+    assert torch.equal(first, again)
+    assert triton_gemm.last_run()["splits"] == 4
+    assert torch.all(wide[:, :5] == -1) and torch.all(wide[:, 55:] == -1)
+    ref = a.double() @ b.double()
+    assert float((first.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE["fp16"]
+    with pytest.raises(ValueError, match="split_k"):
+        triton_gemm.matmul(a, b, splits=4)
+
+
+def test_split_k_plan():
+    """Split only a C with fewer 128 x 128 tiles than the GPU has SMs: at most one program
+    per SM, and no more slices than K // SPLIT_K_MIN."""
+    plan = triton_gemm.split_k_plan
+    assert plan(256, 256, 16384, 132) == 16        # 4 tiles; 33 slices would be 496 deep
+    assert plan(512, 512, 32768, 132) == 8         # 16 tiles
+    assert plan(4096, 4096, 4096, 132) == 1        # 1024 tiles fill the GPU
+    assert plan(8192, 8192, 512, 132) == 1
+    assert plan(256, 256, 256, 132) == 1           # small C, but K too shallow to split
+    assert plan(1, 1, 1, 132) == 1
+    assert plan(3077, 17, 33, 132) == 1
 
 
 def test_allclose_with_torch_fp16(triton_backend):
@@ -97,6 +142,11 @@ def test_pruning_for_operand_width_and_mode():
     those with more than 64 accumulators per thread."""
     names = lambda cs: {triton_gemm.config_name(c) for c in cs}  # noqa: E731
     nvidia, limit = triton_gemm.NVIDIA_CONFIGS, 232448
+    everything, extra = triton_gemm.configs_for("nvidia"), names(triton_gemm.NVIDIA_TF32_CONFIGS)
+    assert not extra & names(nvidia)                              # no candidate tuned twice
+    assert extra <= names(triton_gemm.usable(everything, 4, "tf32", "nvidia", limit))
+    for width, mode in ((2, "ieee"), (4, "ieee")):               # the 2-warp tf32 ones only for tf32
+        assert not extra & names(triton_gemm.usable(everything, width, mode, "nvidia", limit))
     assert names(triton_gemm.usable(nvidia, 2, "ieee", "nvidia", limit)) == names(nvidia)
     tf32 = triton_gemm.usable(nvidia, 4, "tf32", "nvidia", limit)
     assert "128x256x64 s3 w8 g8" not in names(tf32) and "128x256x32 s3 w8 g8" in names(tf32)
@@ -267,12 +317,24 @@ def test_autotuned_kernels_pass_the_gpu_suite(dtype, gpu_backend):
     report = verify(impl, suite=GPU_SUITE, verbose=False)
     assert report.passed, str(report)
     by_path = impl.shapes_by_path()
-    if triton_gemm.tma_unavailable(backend.device.arch, triton_gemm.MODES[dtype][0]):
-        assert set(by_path) == {"masked"}, by_path
-    else:
-        assert set(by_path) == {"tma", "masked"}, by_path
-        for (M, N, K), ran in impl.runs.items():     # contiguous rows: N and K decide
+    sms = backend.device.multiprocessors
+    no_tma = triton_gemm.tma_unavailable(backend.device.arch, triton_gemm.MODES[dtype][0])
+    assert set(by_path) == ({"masked", "split_k"} if no_tma else {"tma", "masked", "split_k"}), by_path
+    for (M, N, K), ran in impl.runs.items():
+        if triton_gemm.split_k_plan(M, N, K, sms) > 1:     # the deep-K shape on a small C
+            assert ran["path"] == "split_k", (M, N, K, ran)
+        elif not no_tma:                                    # contiguous rows: N and K decide
             assert (ran["path"] == "tma") == (N % 8 == 0 and K % 8 == 0), (M, N, K, ran)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_split_k_passes_the_gpu_suite(dtype, gpu_backend):
+    """Split-K forced on every shape of the GPU suite, in 7 slices (ragged ones almost
+    everywhere), with its own tile."""
+    impl = triton_gemm.triton_gemm_impl(gpu_backend, dtype, "split_k", splits=7)
+    report = verify(impl, suite=GPU_SUITE, verbose=False)
+    assert report.passed, str(report)
 
 
 # The GPU suite's shapes that the TMA kernel takes, and three more that stress its

@@ -68,6 +68,32 @@ def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
 
 
 @triton.jit
+def tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                 offs_m, offs_n, k_begin, k_end,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 INPUT_PRECISION: tl.constexpr):
+    """A[offs_m, k_begin:k_end] @ B[k_begin:k_end, offs_n] in float32: one tile of C,
+    or (split-K) one slice of K's share of it. Every load is masked on rows, columns
+    and K, with zeros outside, so any M, N, K and any slice boundaries work."""
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_begin + offs_k)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_begin + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    row_ok = offs_m[:, None] < M
+    col_ok = offs_n[None, :] < N
+
+    # -- the K loop: float32 accumulator, zero-filled edges -------------------------
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_begin, k_end, BLOCK_K):
+        k_left = k_end - k                # the last slice may be partial
+        a = tl.load(a_ptrs, mask=row_ok & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & col_ok, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
 def matmul_kernel(
         a_ptr, b_ptr, c_ptr,
         M, N, K,
@@ -82,30 +108,62 @@ def matmul_kernel(
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M      # tiles down C (rounded up)
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N      # tiles across C
     pid_m, pid_n = grouped_tile(tl.program_id(axis=0), num_pid_m, num_pid_n, GROUP_SIZE_M)
-
-    # -- pointers to the first A and B tiles --------------------------------------
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    row_ok = offs_m[:, None] < M
-    col_ok = offs_n[None, :] < N
 
-    # -- the K loop: float32 accumulator, zero-filled edges -------------------------
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, (K + BLOCK_K - 1) // BLOCK_K):
-        k_left = K - k * BLOCK_K          # the last slice may be partial
-        a = tl.load(a_ptrs, mask=row_ok & (offs_k[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & col_ok, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    # -- the whole of K --------------------------------------------------------------
+    acc = tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                       offs_m, offs_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
 
     # -- round once, to C's type, and store the in-bounds part of the tile ----------
     c = acc.to(c_ptr.dtype.element_ty)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, c, mask=row_ok & col_ok)
+    tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def matmul_split_k_kernel(
+        a_ptr, b_ptr, partial_ptr,
+        M, N, K, k_per_split,
+        stride_am, stride_ak,
+        stride_bk, stride_bn,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_SIZE_M: tl.constexpr,
+        INPUT_PRECISION: tl.constexpr,
+):
+    # -- which tile, and which slice of K? (axis 1 numbers the slices) ----------------
+    # A small C has too few tiles to occupy the GPU (256 x 256: four of 128 x 128, for
+    # 132 SMs), and a deep K makes each of them long. Splitting K into SPLITS slices
+    # gives SPLITS programs per tile, each of which writes its float32 partial sum.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = grouped_tile(tl.program_id(axis=0), num_pid_m, num_pid_n, GROUP_SIZE_M)
+    split = tl.program_id(axis=1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_begin = split * k_per_split                # a multiple of BLOCK_K: see split_k_plan
+    k_end = tl.minimum(k_begin + k_per_split, K)
+
+    acc = tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                       offs_m, offs_n, k_begin, k_end, BLOCK_M, BLOCK_N, BLOCK_K, INPUT_PRECISION)
+
+    # -- the partial sum, unrounded, into this slice's M x N plane of the workspace ----
+    p_ptrs = partial_ptr + split * M * N + offs_m[:, None] * N + offs_n[None, :]
+    tl.store(p_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def split_k_sum_kernel(partial_ptr, c_ptr, M, N, stride_cm, stride_cn,
+                       SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+    # -- C = the sum of the SPLITS partial planes, in a fixed order (so the same inputs
+    # always give the same bits, unlike atomic adds), rounded once to C's type ---------
+    offs = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < M * N
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for split in range(SPLITS):
+        total += tl.load(partial_ptr + split * M * N + offs, mask=inside, other=0.0)
+    row, col = offs // N, offs % N
+    tl.store(c_ptr + row * stride_cm + col * stride_cn, total.to(c_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
@@ -177,6 +235,18 @@ NVIDIA_CONFIGS = [
     config(64, 64, 32, 5, 2),
 ]
 
+# tf32 on Hopper. wgmma reads tf32 operands from shared memory only K-major (the PTX
+# has no transpose for 32-bit types), and a row-major B is N-major: for it Triton's wgmma
+# path measured 87 TFLOP/s at 4096 on an H200, against 308 with the same B stored K-major
+# (tf32_layout in results/triton-gemm-nvidia-h200.json). With 2 warps there is no
+# warpgroup, and tl.dot becomes mma.sync, whose fragments are loaded from shared memory
+# in any layout: these candidates are for that path, and tried for tf32 only.
+NVIDIA_TF32_CONFIGS = [                  # (64x64x32 s5 w2 is in the list above)
+    config(64, 64, 64, 3, 2),
+    config(128, 64, 32, 4, 2),
+    config(64, 128, 32, 4, 2),
+]
+
 # AMD CDNA (MI200 gfx90a, MI300 gfx942). A wavefront is 64 lanes, so num_warps=4
 # is already 256 threads. LDS is 64 KB per workgroup, so the pipeline stays short:
 # num_stages=2 keeps one slice in LDS while the next is in flight from memory
@@ -232,8 +302,9 @@ TMA_CONFIGS = [
 
 
 def configs_for(vendor: str) -> list[triton.Config]:
-    """The masked kernel's candidates for 'nvidia' or 'amd' (none for the CPU: CPU_CONFIG)."""
-    return {"nvidia": NVIDIA_CONFIGS, "amd": AMD_CONFIGS}.get(vendor, [])
+    """The masked kernel's candidates for 'nvidia' or 'amd' (none for the CPU: CPU_CONFIG);
+    usable() keeps NVIDIA's tf32 ones for tf32 operands only."""
+    return {"nvidia": NVIDIA_CONFIGS + NVIDIA_TF32_CONFIGS, "amd": AMD_CONFIGS}.get(vendor, [])
 
 
 def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, vendor: str) -> int:
@@ -270,8 +341,11 @@ def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limi
     * the pipeline must fit in shared memory (fp32 operands take twice the bytes);
     * on NVIDIA with fp32 operands in 'ieee' mode (no matrix cores: every product on
       the FMA units), at most 64 accumulators per thread: the operands live in
-      registers too, and the AOT report shows bigger tiles spilling kilobytes.
+      registers too, and the AOT report shows bigger tiles spilling kilobytes;
+    * NVIDIA_TF32_CONFIGS only where the operands are fp32 in tf32 mode.
     """
+    tf32 = element_bytes == 4 and precision == "tf32"
+    configs = [c for c in configs if tf32 or not any(c is t for t in NVIDIA_TF32_CONFIGS)]
     fits = [c for c in configs if shared_bytes_estimate(c, element_bytes, vendor) <= shared_limit]
     if vendor == "nvidia" and element_bytes == 4 and precision == "ieee":
         fits = [c for c in fits if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 32 * c.num_warps]
@@ -387,12 +461,13 @@ def tma_refusal(arch: str | None, a: torch.Tensor, b: torch.Tensor, c: torch.Ten
 # --------------------------------------------------------------------------- the wrapper
 
 PRECISIONS = ("ieee", "tf32")
-PATHS = ("auto", "tma", "masked")
+PATHS = ("auto", "tma", "masked", "split_k")
 _last_run: dict = {}
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
-           precision: str = "ieee", config: dict | None = None, path: str = "auto") -> torch.Tensor:
+           precision: str = "ieee", config: dict | None = None, path: str = "auto",
+           splits: int | None = None) -> torch.Tensor:
     """C = A @ B. `c` (M x N, any strides) is written if given, else allocated in a's dtype.
 
     precision: how tl.dot treats fp32 operands. 'ieee': exact fp32 products (on
@@ -401,9 +476,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
     operands are exact in fp32 either way, so for them 'ieee' is always passed.
     config: one fixed configuration (a dict like CPU_CONFIG) instead of autotuning;
     in the interpreter CPU_CONFIG is the default.
-    path: 'auto' takes the TMA kernel wherever tma_refusal() has no objection and the
-    masked kernel elsewhere; 'tma' or 'masked' insists on one ('tma' where it cannot
-    run is an error). last_run() tells what ran.
+    path: 'auto' takes split-K where split_k_plan() splits 16-bit operands (a GPU with
+    more SMs than C has tiles, and a deep K), else the TMA kernel wherever tma_refusal() has no
+    objection, else the masked kernel; 'tma', 'masked' or 'split_k' insists on one
+    ('tma' where it cannot run is an error). splits: split-K's slice count (default:
+    split_k_plan's). last_run() tells what ran.
     """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}")
@@ -413,16 +490,26 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if splits is not None and path != "split_k":
+        raise ValueError("splits is split-K's slice count: pass it with path='split_k'")
     if c is None:
         c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     if a.dtype != torch.float32:
         precision = "ieee"
+    M, K = a.shape
+    N = b.shape[1]
     refusal = tma_refusal(None if interpreted() else detect().arch, a, b, c)
     if path == "tma" and refusal:
         raise ValueError(f"the TMA kernel cannot run here: {refusal}")
     if config is None and interpreted():
         config = CPU_CONFIG
-    if path == "masked" or refusal:
+    # split-K's one tile is sized for 16-bit operands (fp32 ones would not fit its stages)
+    planned = 1 if interpreted() or a.element_size() != 2 else split_k_plan(M, N, K, _sms(a))
+    if path == "split_k" or (path == "auto" and planned > 1):
+        cfg, splits = matmul_split_k(a, b, c, splits or max(planned, 2), precision, config)
+        ran = {"path": "split_k", "config": cfg, "splits": splits, "why_not_tma": "split-K was asked for" if path == "split_k"
+               else f"C has fewer tiles than the GPU has SMs: K split in {splits}"}
+    elif path == "masked" or refusal:
         ran = {"path": "masked", "config": matmul_masked(a, b, c, precision, config),
                "why_not_tma": refusal or "the masked kernel was asked for"}
     else:
@@ -433,9 +520,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, *,
 
 
 def last_run() -> dict:
-    """What the most recent matmul() did: {'path': 'tma' or 'masked', 'config': the
+    """What the most recent matmul() did: {'path': 'tma', 'masked' or 'split_k', 'config': the
     configuration (the autotuner's choice, or the fixed one), 'why_not_tma': None
-    or the reason it took the masked kernel}."""
+    or the reason it took another kernel; split-K adds 'splits'}."""
     return dict(_last_run)
 
 
@@ -479,6 +566,66 @@ def matmul_tma_persistent(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     return dict(config)
 
 
+# Split-K's tile: 128 x 128 x 64, 4 stages, 4 warps (one warpgroup on Hopper), the
+# masked kernel's mid-sized candidate; on AMD 2 stages (64 KB of LDS). A slice of K is
+# a multiple of BLOCK_K, so that no slice but the last is ragged, and at least
+# SPLIT_K_MIN deep: on the H200 at 256x256x16384, 16 slices of 1024 beat 32 of 512
+# (split_k in results/triton-gemm-nvidia-h200.json), each K loop long enough to pipeline.
+SPLIT_K_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8,
+                  "num_warps": 4, "num_stages": 4}
+SPLIT_K_MIN = 1024
+
+
+def _sms(a: torch.Tensor) -> int:
+    return _device_properties(a.device.index or 0)["multiprocessor_count"]
+
+
+def split_k_plan(M: int, N: int, K: int, multiprocessors: int,
+                 block_m: int = 128, block_n: int = 128) -> int:
+    """How many slices of K split-K cuts C = A @ B into: 1 (no split) unless C has fewer
+    tiles of block_m x block_n than the GPU has multiprocessors; then at most one program
+    per multiprocessor, and no more slices than K // SPLIT_K_MIN (a K under twice
+    SPLIT_K_MIN is never split)."""
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    if tiles >= multiprocessors:
+        return 1
+    return max(1, min(multiprocessors // tiles, K // SPLIT_K_MIN))
+
+
+def split_k_config() -> dict:
+    cfg = dict(SPLIT_K_CONFIG)
+    if detect().vendor == "amd":
+        cfg["num_stages"] = 2
+    return cfg
+
+
+def matmul_split_k(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, splits: int,
+                   precision: str = "ieee", config: dict | None = None) -> tuple[dict, int]:
+    """C = A @ B in two launches: `splits` programs per tile, each over its slice of K,
+    write float32 partial sums to a splits x M x N workspace; a second kernel adds them
+    up in slice order and rounds once to C's type. Returns the configuration and the
+    slices it ran (fewer than asked where K runs out first: 7 of K in 2 slices is one)."""
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = dict(config or split_k_config())
+    bk = cfg["BLOCK_K"]
+    # each slice a whole number of BLOCK_K steps; fewer slices if K runs out first
+    k_per_split = triton.cdiv(triton.cdiv(K, splits), bk) * bk
+    splits = triton.cdiv(K, k_per_split)
+    if splits * M * N >= 2**31:
+        raise ValueError(f"split-K's workspace of {splits} x {M} x {N} would need 64-bit "
+                         "offsets: split-K is for a small C")
+    partial = torch.empty((splits, M, N), device=a.device, dtype=torch.float32)
+    tiles = triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"])
+    matmul_split_k_kernel[(tiles, splits)](
+        a, b, partial, M, N, K, k_per_split, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        INPUT_PRECISION=precision, **cfg)
+    block = 1024
+    split_k_sum_kernel[(triton.cdiv(M * N, block),)](partial, c, M, N, c.stride(0), c.stride(1),
+                                                     SPLITS=splits, BLOCK=block)
+    return cfg, splits
+
+
 def config_dict(cfg: triton.Config) -> dict:
     return {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
 
@@ -514,12 +661,13 @@ class TritonGemm(GemmImpl):
         return by_path
 
 
-def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto",
+def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto", splits: int | None = None,
                      **fixed_config) -> TritonGemm:
     """matmul() as a GemmImpl, for kernelcourse.verify and kernelcourse.bench.
 
     dtype: 'fp16', 'bf16', 'tf32' (fp32 operands, tf32 products) or 'fp32' (ieee).
-    path: 'auto' (TMA where it can run, masked elsewhere), 'tma' or 'masked'.
+    path: 'auto' (split-K where split_k_plan splits, else TMA where it can run, else
+    masked), 'tma', 'masked' or 'split_k' (with `splits` slices, or the plan's).
     fixed_config: BLOCK_M=..., BLOCK_N=..., BLOCK_K=... (and GROUP_SIZE_M, num_warps,
     num_stages) pin one configuration, for whichever kernel runs. Without it the
     autotuners choose on a GPU; in the CPU interpreter CPU_CONFIG is used, and the
@@ -539,15 +687,18 @@ def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto",
         cfg = {"GROUP_SIZE_M": 8, "num_warps": 4, "num_stages": 3, **fixed_config}
     else:
         cfg = None if backend.on_gpu else dict(CPU_CONFIG)   # autotuning would take hours in the interpreter
-    label = f"[{config_name(cfg)}]" if cfg else "(autotuned)"
+    if cfg is None and path == "split_k":
+        label = f"[{config_name(split_k_config())}]"         # split-K's one tile, not tuned
+    else:
+        label = f"[{config_name(cfg)}]" if cfg else "(autotuned)"
     if not backend.on_gpu:
         label += " interpreter"
     runs = {}
 
     def run(A, B, C, M, N, K):
-        matmul(A, B, C, precision=precision, config=cfg, path=path)
+        matmul(A, B, C, precision=precision, config=cfg, path=path, splits=splits)
         runs[(M, N, K)] = last_run()
-    kernel = "triton" if path == "auto" else path
+    kernel = "triton" if path == "auto" else path + (f" x{splits}" if splits else "")
     return TritonGemm(f"{kernel} {dtype} {label}", backend, run, dtype, runs)
 
 

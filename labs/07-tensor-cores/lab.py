@@ -47,7 +47,8 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 # ## 1. The kernels
 #
 # Their geometry for a 1000 x 1000 C: WARP follows the device (32 lanes on NVIDIA and on the
-# `cpu` backend, a wavefront of 64 on AMD), and the block has four warps either way.
+# `cpu` backend, a wavefront of 64 on AMD). `mma_tiles` has four warps of 64 x 64,
+# `mma_pipeline` eight of 64 x 32 (on the H200 faster than four of 64 x 64: section 4).
 
 # %%
 for rung in rungs.MATRIX_CORE:
@@ -68,9 +69,9 @@ assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verif
 # %% [markdown]
 # ## 3. Resource usage
 #
-# Four warps of 64 x 64 hold sixteen 16 x 16 pieces of C each: 128 fp32 accumulators per
-# lane on NVIDIA (eight per piece), 64 on AMD (four per piece, in a wavefront of 64).
-# Nothing may spill.
+# A warp of 64 x 64 holds sixteen 16 x 16 pieces of C: 128 fp32 accumulators per lane on
+# NVIDIA (eight per piece), 64 on AMD (four per piece, in a wavefront of 64); a warp of
+# 64 x 32 half as many. Nothing may spill.
 
 # %%
 for rung in rungs.MATRIX_CORE:
@@ -79,15 +80,60 @@ for rung in rungs.MATRIX_CORE:
 # %% [markdown]
 # ## 4. Benchmark
 #
-# On a GPU: both kernels against the vendor library's fp16 GEMM at size³, in one run. Without
-# a GPU: wall-clock times of the emulation at a toy size, labelled as such.
+# On a GPU: both kernels (and the pipeline with four warps of 64 x 64, its earlier
+# default) against the vendor library's fp16 GEMM at size³ and at 8192³, in one run.
+# Without a GPU: wall-clock times of the emulation at a toy size, labelled as such.
 
 # %%
+backend = ladder.lead_backend(opts)
 found = [impl for rung in rungs.MATRIX_CORE for impl in ladder.impls(rung, opts)]
-n = opts.size
-if ladder.lead_backend(opts).on_gpu:
-    timings = bench.compare(found, n, n, n, library=bench.library_impl(ladder.lead_backend(opts), "fp16"))
+if backend.on_gpu:
+    found.append(rungs.MMA_PIPELINE.c_impl(backend, WN=64))
+    sizes = sorted({opts.size, 8192})
+    timings = [t for n in sizes for t in bench.compare(found, n, n, n, warmup=5, repeats=20,
+                                                       library=bench.library_impl(backend, "fp16"))]
 else:
+    n = opts.size
     timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
 print(bench.table(timings))
-ladder.save_gpu_result("tensor-cores", {"timings": timings}, opts, size=opts.size)
+
+# %% [markdown]
+# ## 5. The ceiling
+#
+# How fast can `kc_mma` go at all? `mma_peak.cu` keeps a warp's operands in registers and
+# runs CHAINS independent accumulators through `steps` matrix-core steps each: no loads,
+# no barriers, one store. Its rate is the most any kernel built on this instruction can
+# reach on this GPU; the library may use another one (on Hopper, wgmma). On the `cpu`
+# backend it runs two small blocks and its sum is checked instead (tests/test_matrix_cores.py).
+
+# %%
+import numpy as np  # noqa: E402
+
+peak = {}
+if backend.on_gpu:
+    sms = device.multiprocessors
+    for chains in (4, 16):
+        kernel = backend.compile(rungs.LABS / "07-tensor-cores" / "mma_peak.cu", "mma_peak",
+                                 {"CHAINS": chains})
+        blocks, threads, steps = 8 * sms, 256, 4096
+        out = backend.to_device(np.zeros(blocks * threads, np.float32))
+        kernel((blocks,), (threads,), (out, steps))                   # warm-up
+        times = []
+        for _ in range(7):
+            start, stop = backend.event(), backend.event()
+            start.record()
+            kernel((blocks,), (threads,), (out, steps))
+            stop.record()
+            times.append(backend.elapsed_ms(start, stop))
+        ms = sorted(times)[len(times) // 2]
+        steps_done = chains * steps * blocks * (threads // device.lockstep_width)
+        peak[chains] = 2 * 16 * 16 * 16 * steps_done / ms / 1e9
+        print(f"CHAINS={chains:2}: {peak[chains]:6.1f} TFLOP/s ({blocks} blocks of {threads}, "
+              f"median of 7)")
+    library = [t for t in timings if t.name.startswith("library")][-1]
+    print(f"library fp16 at {library.M}³: {library.tflops:.1f} TFLOP/s; the ceiling is "
+          f"{100 * max(peak.values()) / library.tflops:.0f}% of it")
+else:
+    print("GPU only: the cpu backend's emulation says nothing about a matrix core's rate")
+ladder.save_gpu_result("tensor-cores", {"timings": timings, "mma_peak_tflops": peak}, opts,
+                       size=opts.size)
