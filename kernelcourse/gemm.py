@@ -52,15 +52,23 @@ def intensity_blocked(bm: int, bn: int, b: int = 4) -> float:
     return 2 * bm * bn / (b * (bm + bn))
 
 
+def bf16_bits(values) -> np.ndarray:
+    """float32 values as bfloat16 bit patterns (uint16): the upper 16 bits, rounded to
+    nearest even as the GPUs convert (a value past bf16's largest becomes infinity); a
+    NaN keeps its upper bits, quieted, so that the harness's poison stays recognisable."""
+    values = np.asarray(values, dtype=np.float32)
+    bits = values.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return np.where(np.isnan(values), (bits >> 16) | 0x40, rounded).astype(np.uint16)
+
+
 def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
     """Round float32 values to the operand precision (returned as float32, exactly)."""
     values = np.asarray(values, dtype=np.float32)
     if dtype == "fp16":
         return values.astype(np.float16).astype(np.float32)
-    if dtype == "bf16":   # round to nearest even on the upper 16 bits
-        bits = values.view(np.uint32)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return rounded.astype(np.uint32).view(np.float32)
+    if dtype == "bf16":
+        return (bf16_bits(values).astype(np.uint32) << 16).view(np.float32)
     return values
 
 

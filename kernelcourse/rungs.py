@@ -26,6 +26,7 @@ from . import gemm
 from .backends.base import ceil_div
 from .gemm import Shape, Suite
 from .lab import REPO, resource_usage
+from .source import bf16_build
 from .verify import GemmImpl
 
 LABS = REPO / "labs"
@@ -55,7 +56,8 @@ class Rung:
     # (1000 x 1000 makes 64 blocks of 128 x 128 for an H200's 132 SMs): defines over the
     # defaults, picked per call by small_problem(). None: one tile for every size.
     small_tile: dict | None = None
-    # The precision of its operands (fp16, bf16: the matrix-core rungs of lab 07).
+    # The precision of its operands (fp16: the matrix-core rungs of lab 07, which build
+    # for bf16 with the define KC_BF16=1).
     dtype: str = "fp32"
 
     # -- defines and geometry
@@ -91,6 +93,10 @@ class Rung:
     def launch_geometry(self, M: int, N: int, **defines) -> tuple[tuple, tuple]:
         """(grid, block) that covers an M x N C with these defines."""
         return self.geometry(self.config(**defines), M, N)
+
+    def dtype_for(self, **defines) -> str:
+        """The operands' precision of the build with these defines (bf16 where KC_BF16=1)."""
+        return "bf16" if bf16_build(self.config(**defines)) else self.dtype
 
     def intensity(self, **defines) -> float:
         return self.intensity_of(self.config(**defines))
@@ -138,7 +144,7 @@ class Rung:
                             else (kernel, d))
             grid, block = geometry(tile, M, N)
             chosen(grid, block, (A, B, C, M, N, K))
-        return GemmImpl(self._label(backend.name, d), backend, run, self.dtype)
+        return GemmImpl(self._label(backend.name, d), backend, run, self.dtype_for(**d))
 
     def twin_module(self):
         """The Triton twin, imported by file path (the labs are folders, not packages)."""
@@ -295,12 +301,12 @@ def _mma_lockstep(width: int) -> dict:
 MMA_TILES = Rung(
     name="mma_tiles",
     source=LABS / "07-tensor-cores" / "mma_tiles.cu", kernel="hgemm_mma_tiles",
-    defines={"WARP": 32, "BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "PAD": 8},
+    defines={"WARP": 32, "BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "PAD": 8, "KC_BF16": 0},
     geometry=_warp_tiling_geometry,
     twin=None,
     intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
     shared_of=lambda d: (d["BM"] * (d["BK"] + d["PAD"]) + d["BK"] * (d["BN"] + d["PAD"])) * 2,
-    summary="fp16 on the matrix cores: 16 x 16 x 16 steps per warp (mma.sync / MFMA)",
+    summary="fp16 (or bf16) on the matrix cores: 16 x 16 x 16 steps per warp (mma.sync / MFMA)",
     lockstep_defines=_mma_lockstep,
     dtype="fp16",
 )
@@ -312,7 +318,7 @@ MMA_PIPELINE = Rung(
     source=LABS / "07-tensor-cores" / "mma_pipeline.cu", kernel="hgemm_mma_pipeline",
     # eight warps of 64 x 32: at 4096 and 8192 on an H200 faster than four of 64 x 64
     # (results/tensor-cores-nvidia-h200-4096.json)
-    defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3},
+    defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3, "KC_BF16": 0},
     geometry=_warp_tiling_geometry,
     twin=None,
     intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
@@ -322,7 +328,7 @@ MMA_PIPELINE = Rung(
     dtype="fp16",
 )
 
-# Lab 07: the matrix cores, fp16 in and fp32 accumulation (a ladder of their own: the
-# fp32 ladder's library is SGEMM, theirs is cuBLAS's / hipBLAS's HGEMM).
+# Lab 07: the matrix cores, fp16 (or bf16) in and fp32 accumulation (a ladder of their own:
+# the fp32 ladder's library is SGEMM, theirs is the library's GEMM in their precision).
 MATRIX_CORE: tuple[Rung, ...] = (MMA_TILES, MMA_PIPELINE)
 RUNG: dict[str, Rung] = {r.name: r for r in RUNGS + MATRIX_CORE}

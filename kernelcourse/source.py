@@ -102,6 +102,28 @@ class KernelSource:
         return h.hexdigest()[:32]
 
 
+def bf16_build(defines: dict | None) -> bool:
+    """Whether these -D defines build mma.h's kc_elem as bf16 (KC_BF16 set, and not 0). The
+    define must come from the build: a file's own #define is not seen here."""
+    return int((defines or {}).get("KC_BF16", 0)) != 0
+
+
+# Element types that a define chooses: mma.h's kc_elem is fp16, or bf16 under -DKC_BF16=1.
+ELEMENT_ALIASES = {"kc_elem": lambda defines: "bf16" if bf16_build(defines) else "f16"}
+
+
+def resolve_aliases(params: list[Param], defines: dict | None) -> list[Param]:
+    """The parameters with each aliased element type replaced by what these defines make it,
+    so that a launch is checked against the type the kernel was built with."""
+    out = []
+    for p in params:
+        element = p.ctype.rstrip("*")
+        if element in ELEMENT_ALIASES:
+            p = Param(ELEMENT_ALIASES[element](defines) + p.ctype[len(element):], p.name)
+        out.append(p)
+    return out
+
+
 def define_options(defines: dict | None) -> list[str]:
     """{'TILE': 32} -> ['-DTILE=32'], in a stable order so that cache keys are stable."""
     return [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]

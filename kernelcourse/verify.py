@@ -35,8 +35,10 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 2e-3, "bf16": 1e-2}
 OUTPUT_DTYPE = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}
 CANARY = -3072.0          # exact in fp32, fp16 and bf16; no GEMM of our inputs produces it
 # The poison is a NaN with a payload of its own, so that an element never written
-# can be told apart from a NaN the kernel computed (from garbage it read, say).
-POISON = np.array([0x7FC0DEAD], np.uint32).view(np.float32)[0]
+# can be told apart from a NaN the kernel computed (from garbage it read, say). Its upper
+# 16 bits (0x7FDE) are a NaN of their own too, unlike any canonical one (0x7FC0, 0x7FFF),
+# so that the poison stays recognisable in bf16.
+POISON = np.array([0x7FDEDEAD], np.uint32).view(np.float32)[0]
 
 
 @dataclass

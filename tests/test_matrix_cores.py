@@ -1,11 +1,11 @@
 """Lab 07's matrix-core rungs and mma.h, the layer that holds each vendor's fragments.
 
-CPU: each rung passes the CPU suite in fp16 on the cpu backend (the pipeline also on
+CPU: each rung passes the CPU suite in fp16 and in bf16 on the cpu backend (the pipeline also on
 misaligned inputs, and a swizzle that only the copies apply is caught), whose kc_mma is a real
 warp-wide operation (all 32 lanes leave their fragments, then each computes its own
 elements of C); a lane that skips it, or a shared row that ldmatrix could not read, stops
 the launch with the reason. Each rung compiles for sm_90 and gfx90a (wavefront 64) with no
-spills and no stack. GPU (`-m gpu`): the GPU suite in fp16 on the cuda backend.
+spills and no stack. GPU (`-m gpu`): the GPU suite in fp16 and bf16 on the cuda backend.
 """
 import dataclasses
 
@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from kernelcourse import rungs
-from kernelcourse.backends.compile_only import hip_compile, nvrtc_compile
+from kernelcourse.args import ArgumentError
+from kernelcourse.backends.base import host_array
+from kernelcourse.backends.compile_only import CompileError, hip_compile, nvrtc_compile
 from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape, Suite
 from kernelcourse.verify import GemmImpl, verify
@@ -22,7 +24,8 @@ MMA_TILES, MMA_PIPELINE = rungs.MMA_TILES, rungs.MMA_PIPELINE
 BUILDS = [(MMA_TILES, {}), (MMA_TILES, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
           (MMA_TILES, {"BN": 64, "WN": 32, "BK": 16, "PAD": 16}),
           (MMA_PIPELINE, {}), (MMA_PIPELINE, {"WN": 64}), (MMA_PIPELINE, {"STAGES": 2}),
-          (MMA_PIPELINE, {"BM": 64, "WM": 32, "WN": 64, "STAGES": 4})]
+          (MMA_PIPELINE, {"BM": 64, "WM": 32, "WN": 64, "STAGES": 4}),
+          (MMA_TILES, {"KC_BF16": 1}), (MMA_PIPELINE, {"KC_BF16": 1})]
 PEAK = rungs.LABS / "07-tensor-cores" / "mma_peak.cu"
 BUILD_IDS = [f"{r.name}-{'-'.join(f'{k}{v}' for k, v in d.items()) or 'default'}" for r, d in BUILDS]
 
@@ -43,10 +46,71 @@ def variant(tmp_path, rung, old: str, new: str):
 
 
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
-def test_passes_the_cpu_suite_in_fp16(cpu, rung, defines):
+def test_passes_the_cpu_suite_in_its_precision(cpu, rung, defines):
     report = verify(rung.c_impl(cpu, **defines), CPU_SUITE, repeats=2)
     assert report.passed and report.cause == "ok", str(report)
-    assert report.dtype == "fp16"
+    assert report.dtype == ("bf16" if defines.get("KC_BF16") else "fp16")
+
+
+def test_each_build_takes_arrays_of_its_own_precision_only(cpu):
+    """kc_elem is f16 or bf16 by the build's defines, and the launch is checked against it:
+    arrays of the other 16-bit type (same size, other bits) are refused by name."""
+    for defines, wrong, want, got in (({"KC_BF16": 1}, "fp16", "bfloat16", "float16"),
+                                      ({}, "bf16", "float16", "bfloat16")):
+        kernel = cpu.compile(MMA_TILES.source, MMA_TILES.kernel, MMA_TILES.config(**defines))
+        right = "fp16" if wrong == "bf16" else "bf16"
+        A, C = cpu.to_device(np.ones((16, 16)), wrong), cpu.to_device(np.zeros((16, 16)), right)
+        with pytest.raises(ArgumentError, match=f"must hold {want}, the array holds {got}"):
+            kernel((1, 1), (128,), (A, A, C, 16, 16, 16))
+
+
+# float32 inputs whose bf16 rounding is easy to get wrong: ties both ways, the largest
+# finite bf16 and just past it (rounds to infinity), infinities, a subnormal, -0, NaNs
+ROUNDING_CASES = np.array(
+    [1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3.3895314e38, 3.3961776e38, np.inf, -np.inf,
+     1e-40, -0.0, np.nan, np.array([0x7FDEDEAD], np.uint32).view(np.float32)[0]], np.float32)
+ROUND_KERNEL = """#include "portable.h"
+#include "mma.h"
+extern "C" __global__ void round_to_elem(const float* x, kc_elem* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = kc_to_elem(x[i]);
+}
+"""
+
+
+def test_bf16_is_rounded_to_nearest_even_on_the_host_and_in_kernels(cpu):
+    """The host's bf16 (gemm.bf16_bits, behind host_array) and mma.h's kc_to_bf16 on the cpu
+    backend give the same bits, which are the round-to-nearest-even ones; a NaN keeps its
+    upper bits, so the harness's poison (0x7FDE...) stays apart from a computed NaN."""
+    want = host_array(ROUNDING_CASES, "bf16").view(np.uint16)
+    assert [hex(b) for b in want] == [hex(b) for b in (
+        0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F7F, 0x7F80, 0x7F80, 0xFF80, 0x0001, 0x8000, 0x7FC0, 0x7FDE)]
+    kernel = cpu.compile(ROUND_KERNEL, "round_to_elem", {"KC_BF16": 1})
+    n = len(ROUNDING_CASES)
+    x, y = cpu.to_device(ROUNDING_CASES), cpu.to_device(np.zeros(n), "bf16")
+    kernel((1,), (32,), (x, y, n))
+    got = host_array(cpu.to_host(y), "bf16").view(np.uint16)       # widened exactly, then back
+    assert [hex(b) for b in got] == [hex(b) for b in want]
+
+
+@pytest.mark.parametrize("defines", [{}, {"KC_BF16": 1}], ids=["fp16", "bf16"])
+def test_a_missing_zero_fill_is_named_in_either_precision(cpu, tmp_path, defines):
+    """Known-wrong: A's load skips the zero past the edges, so a K under one slice leaves
+    shared memory nobody wrote (NaN on the cpu backend) in the products. The diagnosis is
+    the zero-fill in bf16 as in fp16: the NaNs computed from it are not mistaken for
+    elements never written."""
+    broken = variant(tmp_path, MMA_TILES,
+                     "            As[r][k] = (row < M && col < K) ? A[(size_t)row * K + col] : zero;",
+                     "            if (row < M && col < K) As[r][k] = A[(size_t)row * K + col];")
+    report = verify(broken.c_impl(cpu, **defines), Suite("short K", 64, (Shape(64, 64, 7, "K under one slice"),)))
+    assert not report.passed and report.cause == "zero_fill", str(report)
+
+
+def test_bf16_needs_gfx90a_on_amd():
+    """gfx908 (MI100) has no bf16 MFMA of this shape: mma.h stops the build with the reason,
+    before hiprtc's back end would abort the process."""
+    with pytest.raises(CompileError, match="needs gfx90a or later"):
+        hip_compile(MMA_TILES.source, "gfx908", MMA_TILES.for_lockstep(64).config(KC_BF16=1))
 
 
 def test_registered_with_its_precision_and_lanes():
@@ -82,8 +146,8 @@ def test_a_shared_row_that_ldmatrix_cannot_read_stops_the_launch(cpu, tmp_path):
 def test_the_multiply_is_refused_in_a_kernel_file_itself(cpu, tmp_path):
     """The cpu backend emulates mma.h's operations, not the instructions under them: a
     kernel file that writes the PTX itself is refused before compiling, with its name."""
-    broken = variant(tmp_path, MMA_TILES, "    const f16 zero = __float2half(0.0f);",
-                     '    const f16 zero = __float2half(0.0f);\n    asm volatile("bar.sync 0;");')
+    broken = variant(tmp_path, MMA_TILES, "    const kc_elem zero = kc_to_elem(0.0f);",
+                     '    const kc_elem zero = kc_to_elem(0.0f);\n    asm volatile("bar.sync 0;");')
     with pytest.raises(Exception, match="does not emulate inline assembly"):
         broken.c_impl(cpu)
 
@@ -158,7 +222,23 @@ def test_compiles_for_gfx90a_wave64_without_spills(rung, defines):
 
 
 @pytest.mark.gpu
+def test_the_gpus_bf16_rounding_is_the_hosts(cuda_backend):
+    """__float2bfloat16 on the GPU gives the host's bits, except that every NaN comes back
+    as the canonical 0x7FFF (still a NaN, and still not the poison)."""
+    kernel = cuda_backend.compile(ROUND_KERNEL, "round_to_elem", {"KC_BF16": 1})
+    n = len(ROUNDING_CASES)
+    x, y = cuda_backend.to_device(ROUNDING_CASES), cuda_backend.to_device(np.zeros(n), "bf16")
+    kernel((1,), (32,), (x, y, n))
+    got = host_array(cuda_backend.to_host(y), "bf16").view(np.uint16)
+    want = host_array(ROUNDING_CASES, "bf16").view(np.uint16)
+    finite = ~np.isnan(ROUNDING_CASES)
+    assert [hex(b) for b in got[finite]] == [hex(b) for b in want[finite]]
+    assert all((b & 0x7F80) == 0x7F80 and (b & 0x7F) and b != 0x7FDE for b in got[~finite])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
-def test_passes_the_gpu_suite_in_fp16(rung, defines, cuda_backend):
+def test_passes_the_gpu_suite_in_its_precision(rung, defines, cuda_backend):
     report = verify(rung.c_impl(cuda_backend, **defines), GPU_SUITE)
     assert report.passed, str(report)
+    assert report.dtype == ("bf16" if defines.get("KC_BF16") else "fp16")

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..args import pack
+from ..gemm import bf16_bits
 from ..device import Device, detect
-from ..source import KERNEL_INCLUDE_DIR, KernelSource, Param
+from ..source import KERNEL_INCLUDE_DIR, KernelSource, Param, resolve_aliases
 from .compile_only import ResourceUsage
 
 # Operand precisions of the course. tf32 means float32 operands multiplied in the
@@ -130,7 +131,7 @@ class CBackend(Backend):
                 options: tuple[str, ...] = ()) -> Kernel:
         """Compile `kernel_name` from a .cu file (or source text) with `-D` defines."""
         src = KernelSource.load(source)
-        params = src.params_of(kernel_name)
+        params = resolve_aliases(src.params_of(kernel_name), defines)
         module, resources = self._build(src, defines, tuple(options))
         return Kernel(kernel_name, params, resources.get(kernel_name),
                       self._launcher(module, kernel_name), self)
@@ -146,15 +147,17 @@ class CBackend(Backend):
 
 
 def host_array(host, dtype: str) -> np.ndarray:
-    """`host` as a contiguous NumPy array in the storage type of course precision `dtype`."""
+    """`host` as a contiguous NumPy array in the storage type of course precision `dtype`
+    (bf16: ml_dtypes' bfloat16, imported only here, rounded as gemm.bf16_bits says)."""
     if dtype == "bf16":
-        raise ValueError("NumPy has no bfloat16 arrays: use the triton backend for bf16")
+        import ml_dtypes
+        return np.ascontiguousarray(bf16_bits(host).view(ml_dtypes.bfloat16))
     return np.ascontiguousarray(host, dtype=STORAGE[dtype])
 
 
 def widened(host: np.ndarray) -> np.ndarray:
     """16-bit floats come back to the harness as float32 (exactly); the rest as they are."""
-    return host.astype(np.float32) if host.dtype == np.float16 else host
+    return host.astype(np.float32) if host.dtype.name in ("float16", "bfloat16") else host
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,31 @@ launches its kernels with scalars passed as explicit NumPy types.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .base import CBackend, host_array, require_gpu, widened
 from .compile_only import nvrtc_compile
+
+
+@dataclass(frozen=True)
+class Bf16Array:
+    """bfloat16 on the GPU. CuPy has no bfloat16 dtype, so the data is a CuPy uint16 array
+    of the same bits, and this wrapper is what says they are bf16: a kernel's bf16
+    pointer accepts it and no other 16-bit array, and to_host widens it as bf16."""
+
+    bits: object                 # cupy.ndarray of uint16
+
+    @property
+    def shape(self) -> tuple:
+        return self.bits.shape
+
+    @property
+    def size(self) -> int:
+        return self.bits.size
+
+    dtype = "bfloat16"
 
 
 class CudaBackend(CBackend):
@@ -36,27 +57,40 @@ class CudaBackend(CBackend):
         function = module.get_function(kernel_name)
 
         def launch(grid, block, args, shared_mem):
-            function(grid, block, tuple(args), shared_mem=shared_mem)
+            args = tuple(a.bits if isinstance(a, Bf16Array) else a for a in args)
+            function(grid, block, args, shared_mem=shared_mem)
         return launch
 
     def dtype_of(self, array) -> str:
         return str(array.dtype)
 
     def is_device_array(self, value) -> bool:
-        return isinstance(value, self.cupy.ndarray)
+        return isinstance(value, (self.cupy.ndarray, Bf16Array))
 
     # -- arrays
     def to_device(self, host, dtype="fp32"):
-        return self.cupy.asarray(host_array(host, dtype))
+        host = host_array(host, dtype)
+        if host.dtype.name == "bfloat16":
+            return Bf16Array(self.cupy.asarray(host.view(np.uint16)))
+        return self.cupy.asarray(host)
 
     def to_host(self, array):
+        if isinstance(array, Bf16Array):
+            import ml_dtypes
+            return widened(self.cupy.asnumpy(array.bits).view(ml_dtypes.bfloat16))
         return widened(self.cupy.asnumpy(array))
 
     def view(self, array, offset, shape):
+        if isinstance(array, Bf16Array):
+            return Bf16Array(self.view(array.bits, offset, shape))
         count = int(np.prod(shape))
         return array[offset:offset + count].reshape(shape)
 
     def copy(self, dst, src):
+        if isinstance(dst, Bf16Array) != isinstance(src, Bf16Array):
+            raise TypeError("copy: one array is bf16 and the other is not")
+        if isinstance(dst, Bf16Array):
+            dst, src = dst.bits, src.bits
         self.cupy.copyto(dst, src)
 
     # -- time
@@ -71,10 +105,24 @@ class CudaBackend(CBackend):
         return self.cupy.cuda.get_elapsed_time(start, stop)
 
     def library_gemm(self, dtype):
-        """cuBLAS through CuPy. fp32 is true SGEMM: CuPy uses TF32 only if CUPY_TF32=1."""
-        if dtype not in ("fp32", "fp16"):
-            raise ValueError(f"the cuda backend's library GEMM covers fp32 and fp16, not {dtype}")
+        """cuBLAS. fp32 and fp16 through CuPy (fp32 is true SGEMM: CuPy uses TF32 only if
+        CUPY_TF32=1); bf16 through torch with its default settings (as lab 05's library
+        timings), which reads the same memory as bfloat16 (CuPy has no bf16 GEMM), on the
+        same legacy default stream as CuPy's launches."""
+        if dtype not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"the cuda backend's library GEMM covers fp32, fp16 and bf16, not {dtype}")
         cupy = self.cupy
+        if dtype == "bf16":
+            import torch
+            if not torch.cuda.is_available():
+                raise ValueError("the cuda backend's bf16 library GEMM needs a CUDA build of torch")
+
+            def as_torch(a):         # int16 crosses DLPack in every torch; then the same bits
+                return torch.from_dlpack(a.bits.view(cupy.int16)).view(torch.bfloat16)
+
+            def gemm(A, B, C):
+                torch.matmul(as_torch(A), as_torch(B), out=as_torch(C))
+            return gemm
 
         def gemm(A, B, C):
             cupy.matmul(A, B, out=C)

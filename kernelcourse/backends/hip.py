@@ -47,6 +47,12 @@ def _release(destroy, handle, what: str) -> None:
     checked(destroy(handle), what)
 
 
+def _bits(host: np.ndarray) -> np.ndarray:
+    """What hipMemcpy is handed: a bfloat16 array (ml_dtypes' NumPy dtype) as its uint16
+    bits, so that hip-python sees a standard buffer type; any other array as it is."""
+    return host.view(np.uint16) if host.dtype.name == "bfloat16" else host
+
+
 class _Allocation:
     """One hipMalloc'd block; hipFree'd when the last array using it is gone."""
 
@@ -105,13 +111,13 @@ class HipBackend(AddressBackend):
     def to_device(self, host, dtype="fp32"):
         host = host_array(host, dtype)
         allocation = _Allocation(self.hip, host.nbytes)
-        checked(self.hip.hipMemcpy(allocation.pointer, host, host.nbytes,
+        checked(self.hip.hipMemcpy(allocation.pointer, _bits(host), host.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyHostToDevice), "hipMemcpy")
         return HipArray(allocation.pointer, host.shape, host.dtype, allocation)
 
     def to_host(self, array):
         host = np.empty(array.shape, array.dtype)
-        checked(self.hip.hipMemcpy(host, array.pointer, array.nbytes,
+        checked(self.hip.hipMemcpy(_bits(host), array.pointer, array.nbytes,
                                     self.hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
         return widened(host)
 

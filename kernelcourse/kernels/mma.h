@@ -1,10 +1,10 @@
 // mma.h: the matrix cores, one warp's 16 x 16 x 16 step, on NVIDIA, AMD and the cpu backend.
 //
 // Include it after portable.h. A warp (NVIDIA: 32 lanes; AMD CDNA: a wavefront of 64)
-// multiplies a 16 x 16 tile of A (fp16, in shared memory) by a 16 x 16 tile of B and adds
-// the product to a 16 x 16 fp32 tile of C held in registers: 4096 multiply-adds in one
-// instruction on AMD (v_mfma_f32_16x16x16_f16), in two on NVIDIA (mma.sync m16n8k16 covers
-// 16 x 8). No lane holds a whole tile. Each holds a *fragment*: a few elements, which ones
+// multiplies a 16 x 16 tile of A (fp16 or bf16, in shared memory) by a 16 x 16 tile of B and
+// adds the product to a 16 x 16 fp32 tile of C held in registers: 4096 multiply-adds in one
+// instruction on AMD (v_mfma_f32_16x16x16_f16, or _bf16), in two on NVIDIA (mma.sync
+// m16n8k16 covers 16 x 8). No lane holds a whole tile. Each holds a *fragment*: a few elements, which ones
 // fixed by the hardware. The drawings below are those layouts; kc_c_row() and kc_c_col()
 // hand them to the code that stores C.
 //
@@ -22,13 +22,46 @@
 //
 // The lanes are the threads of the block in order: lane = threadIdx.x % KC_MMA_LANES for
 // a one-dimensional block (every warp of it full).
+//
+// The element type of A, B and C is kc_elem: fp16, or bf16 where the file is built with
+// -DKC_BF16=1 (bfloat16: fp32's sign, 8-bit exponent and top 7 mantissa bits). Both are 16
+// bits, so the layouts, ldmatrix and the shared tiles are the same; only the multiply
+// instruction and the final rounding differ. kc_to_elem(x) rounds a float to nearest even.
 #pragma once
+
+#ifndef KC_BF16
+#define KC_BF16 0
+#endif
+
+// bf16: NVIDIA's __nv_bfloat16; on AMD and the cpu backend its 16 bits, converted by hand.
+#if !defined(KC_CPU) && !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC_RTC__)
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 bf16;
+__device__ __forceinline__ bf16 kc_to_bf16(float v) { return __float2bfloat16(v); }
+#else
+struct bf16 { unsigned short bits; };
+__device__ __forceinline__ bf16 kc_to_bf16(float v) {
+    unsigned u;
+    __builtin_memcpy(&u, &v, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)                               // NaN: its upper bits, quiet
+        return bf16{(unsigned short)((u >> 16) | 0x40u)};
+    return bf16{(unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};   // nearest, ties to even
+}
+#endif
+
+#if KC_BF16
+typedef bf16 kc_elem;
+__device__ __forceinline__ kc_elem kc_to_elem(float v) { return kc_to_bf16(v); }
+#else
+typedef f16 kc_elem;
+__device__ __forceinline__ kc_elem kc_to_elem(float v) { return __float2half(v); }
+#endif
 
 // --------------------------------------------------------------------------- NVIDIA (and CPU)
 //
 // Lane = 4 g + t (g = lane / 4: its group, 0..7; t = lane % 4: its place in the group).
 //
-// A, 16 x 16 (m x k): four 32-bit registers, two fp16 each.
+// A, 16 x 16 (m x k): four 32-bit registers, two kc_elem each.
 //                k 0..7                      k 8..15
 //   row g       x[0] = A[g][2t], A[g][2t+1]   x[2] = A[g][8+2t], A[g][8+2t+1]
 //   row g + 8   x[1] = A[g+8][2t], ...        x[3] = A[g+8][8+2t], ...
@@ -70,14 +103,21 @@ __device__ __forceinline__ void kc_zero(kc_frag_c& c) {
 // for the other 31, computes its own elements of C from theirs, and waits again before
 // any slot is reused.
 namespace kc {
-static inline float half_of(unsigned word, int high) {
+static inline float half_of(unsigned word, int high) {     // one kc_elem of a register
     const unsigned short bits = (unsigned short)(high ? word >> 16 : word & 0xFFFF);
+#if KC_BF16
+    const unsigned wide = unsigned(bits) << 16;                // bf16: fp32's top half
+    float v;
+    memcpy(&v, &wide, 4);
+    return v;
+#else
     f16 h;
     memcpy(&h, &bits, 2);
     return (float)h;
+#endif
 }
 // ldmatrix's rule: the 8 elements a lane names must start on a 16-byte boundary.
-static inline void check_row(const f16* p, const char* what, int line) {
+static inline void check_row(const kc_elem* p, const char* what, int line) {
     if (reinterpret_cast<uintptr_t>(p) % 16) {
         char text[200];
         snprintf(text, sizeof text, "%s on line %d: a row of 8 elements starts %u bytes past a "
@@ -90,7 +130,7 @@ struct MmaSlot { unsigned a[4], b[4]; float c[8]; };
 }  // namespace kc
 
 template <class At>
-static inline void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0,
+static inline void kc_load_a(kc_frag_a& a, const kc_elem* tile, At at, int row0, int col0,
                              int line = __builtin_LINE()) {
     const int l = kc_lane(), g = l / 4, t = l % 4;
     kc::check_row(tile + at(row0 + l % 16, col0 + 8 * (l / 16)), "kc_load_a", line);
@@ -104,7 +144,7 @@ static inline void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int
 }
 
 template <class At>
-static inline void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0,
+static inline void kc_load_b(kc_frag_b& b, const kc_elem* tile, At at, int row0, int col0,
                              int line = __builtin_LINE()) {
     const int l = kc_lane(), g = l / 4, t = l % 4;
     kc::check_row(tile + at(row0 + l % 8 + 8 * ((l / 8) % 2), col0 + 8 * (l / 16)), "kc_load_b", line);
@@ -143,12 +183,17 @@ static inline void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b,
 }
 
 #else   // NVIDIA: ldmatrix and mma.sync
+#if KC_BF16
+#define KC_MMA_AB "bf16"          // the operand type in mma.sync's name
+#else
+#define KC_MMA_AB "f16"
+#endif
 __device__ __forceinline__ unsigned kc_shared_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
 template <class At>
-__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0) {
+__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const kc_elem* tile, At at, int row0, int col0) {
     const int l = kc_lane();                 // lane l names row l % 16, columns 8 (l / 16) ..
     const unsigned p = kc_shared_address(tile + at(row0 + l % 16, col0 + 8 * (l / 16)));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -156,7 +201,7 @@ __device__ __forceinline__ void kc_load_a(kc_frag_a& a, const f16* tile, At at, 
 }
 
 template <class At>
-__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0) {
+__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const kc_elem* tile, At at, int row0, int col0) {
     const int l = kc_lane();                 // matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), ...
     const unsigned p = kc_shared_address(tile + at(row0 + l % 8 + 8 * ((l / 8) % 2), col0 + 8 * (l / 16)));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -166,7 +211,7 @@ __device__ __forceinline__ void kc_load_b(kc_frag_b& b, const f16* tile, At at, 
 __device__ __forceinline__ void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)              // n 0..7, then n 8..15
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." KC_MMA_AB "." KC_MMA_AB ".f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                      : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]), "+f"(c.x[4 * h + 3])
                      : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]),
@@ -177,20 +222,29 @@ __device__ __forceinline__ void kc_mma(kc_frag_c& c, const kc_frag_a& a, const k
 // ------------------------------------------------------------------------------ AMD CDNA
 //
 // A wavefront of 64: lane = 16 q + i (q = lane / 16, 0..3; i = lane % 16).
-//   A, 16 x 16 (m x k): four fp16, a.x[v] = A[i][4q + v]         (a lane holds row i)
-//   B, 16 x 16 (k x n): four fp16, b.x[v] = B[4q + v][i]         (a lane holds column i)
-//   C, 16 x 16 fp32:    four,      c.x[v] = C[4q + v][i]
-// v_mfma_f32_16x16x16_f16 takes them in those registers (gfx908, gfx90a, gfx942). There is
-// no ldmatrix: each lane reads its own elements from LDS, four at a time for A.
+//   A, 16 x 16 (m x k): four kc_elem, a.x[v] = A[i][4q + v]      (a lane holds row i)
+//   B, 16 x 16 (k x n): four kc_elem, b.x[v] = B[4q + v][i]      (a lane holds column i)
+//   C, 16 x 16 fp32:    four,         c.x[v] = C[4q + v][i]
+// v_mfma_f32_16x16x16_f16 takes them in those registers (gfx908, gfx90a, gfx942), and
+// v_mfma_f32_16x16x16_bf16 (the "_1k" builtin) for bf16, on gfx90a and gfx942 only. There
+// is no ldmatrix: each lane reads its own elements from LDS, four at a time for A.
 #else
+#if KC_BF16 && defined(__gfx908__)
+#error "bf16 on the matrix cores needs gfx90a or later: gfx908 (MI100) has no v_mfma_f32_16x16x16_bf16"
+#endif
 
 #define KC_MMA_LANES 64
 #define KC_C_ELEMENTS 4
 
-typedef _Float16 kc_half4 __attribute__((ext_vector_type(4)));
+#if KC_BF16
+typedef short kc_ab;             // v_mfma_f32_16x16x16_bf16 takes bf16 as its 16 raw bits
+#else
+typedef _Float16 kc_ab;
+#endif
+typedef kc_ab kc_ab4 __attribute__((ext_vector_type(4)));
 typedef float kc_float4 __attribute__((ext_vector_type(4)));
-struct kc_frag_a { kc_half4 x; };
-struct kc_frag_b { kc_half4 x; };
+struct kc_frag_a { kc_ab4 x; };
+struct kc_frag_b { kc_ab4 x; };
 struct kc_frag_c { kc_float4 x; };
 
 __device__ __forceinline__ int kc_lane() { return threadIdx.x % KC_MMA_LANES; }
@@ -199,23 +253,27 @@ __device__ __forceinline__ int kc_c_col(int e) { return kc_lane() % 16; }
 __device__ __forceinline__ void kc_zero(kc_frag_c& c) { c.x = kc_float4{0.0f, 0.0f, 0.0f, 0.0f}; }
 
 template <class At>
-__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const f16* tile, At at, int row0, int col0) {
-    const _Float16* t = reinterpret_cast<const _Float16*>(tile);
+__device__ __forceinline__ void kc_load_a(kc_frag_a& a, const kc_elem* tile, At at, int row0, int col0) {
+    const kc_ab* t = reinterpret_cast<const kc_ab*>(tile);
     const int i = kc_lane() % 16, q = kc_lane() / 16;
 #pragma unroll
     for (int v = 0; v < 4; ++v) a.x[v] = t[at(row0 + i, col0 + 4 * q + v)];
 }
 
 template <class At>
-__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const f16* tile, At at, int row0, int col0) {
-    const _Float16* t = reinterpret_cast<const _Float16*>(tile);
+__device__ __forceinline__ void kc_load_b(kc_frag_b& b, const kc_elem* tile, At at, int row0, int col0) {
+    const kc_ab* t = reinterpret_cast<const kc_ab*>(tile);
     const int i = kc_lane() % 16, q = kc_lane() / 16;
 #pragma unroll
     for (int v = 0; v < 4; ++v) b.x[v] = t[at(row0 + 4 * q + v, col0 + i)];
 }
 
 __device__ __forceinline__ void kc_mma(kc_frag_c& c, const kc_frag_a& a, const kc_frag_b& b) {
+#if KC_BF16
+    c.x = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, c.x, 0, 0, 0);    // gfx90a and later
+#else
     c.x = __builtin_amdgcn_mfma_f32_16x16x16f16(a.x, b.x, c.x, 0, 0, 0);
+#endif
 }
 #endif
 
@@ -245,8 +303,8 @@ __device__ __forceinline__ void kc_warp_zero(kc_frag_c (&acc)[PM][PN]) {
 // tile, columns k0 ..) and PN pieces of B (rows k0 .., columns col0 + 16 j) into fragments,
 // then every pair meets in one kc_mma: PM x PN matrix-core steps on PM + PN loads.
 template <int PM, int PN, class AtA, class AtB>
-__device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const f16* as, AtA at_a,
-                                             const f16* bs, AtB at_b, int row0, int col0, int k0) {
+__device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const kc_elem* as, AtA at_a,
+                                             const kc_elem* bs, AtB at_b, int row0, int col0, int k0) {
     kc_frag_a a[PM];
     kc_frag_b b[PN];
 #pragma unroll
@@ -263,9 +321,9 @@ __device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const f16
 }
 
 // Store a warp tile whose corner is C[row0][col0] (C row-major, M x N): each lane's elements
-// of each piece where the layout puts them, rounded to fp16, those inside C only.
+// of each piece where the layout puts them, rounded to kc_elem, those inside C only.
 template <int PM, int PN>
-__device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], f16* C, int M, int N,
+__device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], kc_elem* C, int M, int N,
                                               int row0, int col0) {
 #pragma unroll
     for (int i = 0; i < PM; ++i)
@@ -275,6 +333,6 @@ __device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], f1
             for (int e = 0; e < KC_C_ELEMENTS; ++e) {
                 const int row = row0 + 16 * i + kc_c_row(e), col = col0 + 16 * j + kc_c_col(e);
                 if (row < M && col < N)
-                    C[(size_t)row * N + col] = __float2half(acc[i][j].x[e]);
+                    C[(size_t)row * N + col] = kc_to_elem(acc[i][j].x[e]);
             }
 }

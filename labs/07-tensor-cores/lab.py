@@ -16,9 +16,9 @@
 #
 # Labs 01–06 multiply with the CUDA cores' FMA units: one multiply-add per lane per
 # instruction. A matrix core does a whole small matrix product per instruction, shared by
-# the lanes of a warp: on NVIDIA `mma.sync.m16n8k16` multiplies a 16 x 16 tile of fp16 A
-# by a 16 x 8 tile of B into fp32 (2048 multiply-adds), on AMD CDNA
-# `v_mfma_f32_16x16x16_f16` a 16 x 16 by 16 x 16 (4096), for a wavefront of 64.
+# the lanes of a warp: on NVIDIA `mma.sync.m16n8k16` multiplies a 16 x 16 tile of fp16 (or
+# bf16) A by a 16 x 8 tile of B into fp32 (2048 multiply-adds), on AMD CDNA
+# `v_mfma_f32_16x16x16_f16` (or `_bf16`) a 16 x 16 by 16 x 16 (4096), for a wavefront of 64.
 #
 # No lane holds a tile. Each holds a *fragment*, a few elements whose positions the
 # hardware fixes. `kernelcourse/kernels/mma.h` draws both vendors' layouts and hides them
@@ -58,12 +58,18 @@ for rung in rungs.MATRIX_CORE:
 # %% [markdown]
 # ## 2. Test
 #
-# The verification suite in fp16: ragged shapes, 1 x 1 x 1, deep K, repeated runs with C
-# poisoned and fenced. The inputs are fp16, the products exact in fp32, and C is rounded to
-# fp16 once at the end: the relative error sits near fp16's half unit, 2^-11.
+# The verification suite, in fp16 and then in bf16 (the same files built with
+# `-DKC_BF16=1`: mma.h's `kc_elem` becomes bf16, and the multiply instruction its bf16
+# form): ragged shapes, 1 x 1 x 1, deep K, repeated runs with C poisoned and fenced. The
+# inputs are 16-bit, the products exact in fp32, and C is rounded once at the end: the
+# relative error sits near the format's half unit, 2^-11 for fp16 and 2^-8 for bf16.
 
 # %%
-reports = [ladder.check(impl, rung) for rung in rungs.MATRIX_CORE for impl in ladder.impls(rung, opts)]
+backend = ladder.lead_backend(opts)
+# bf16 on the matrix cores needs gfx90a or later on AMD (mma.h stops a gfx908 build)
+precisions = ({},) if device.arch == "gfx908" else ({}, {"KC_BF16": 1})
+builds = [(rung, precision) for rung in rungs.MATRIX_CORE for precision in precisions]
+reports = [ladder.check(rung.c_impl(backend, **precision), rung) for rung, precision in builds]
 assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verification"
 
 # %% [markdown]
@@ -71,27 +77,35 @@ assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verif
 #
 # A warp of 64 x 64 holds sixteen 16 x 16 pieces of C: 128 fp32 accumulators per lane on
 # NVIDIA (eight per piece), 64 on AMD (four per piece, in a wavefront of 64); a warp of
-# 64 x 32 half as many. Nothing may spill.
+# 64 x 32 half as many. Each in fp16 and in bf16; nothing may spill.
 
 # %%
 for rung in rungs.MATRIX_CORE:
-    ladder.resource_report(rung, opts)
+    ladder.resource_report(rung, opts, variants=precisions)
 
 # %% [markdown]
 # ## 4. Benchmark
 #
 # On a GPU: both kernels (and the pipeline with four warps of 64 x 64, its earlier
-# default) against the vendor library's fp16 GEMM at size³ and at 8192³, in one run.
-# Without a GPU: wall-clock times of the emulation at a toy size, labelled as such.
+# default) against the vendor library's fp16 GEMM at size³ and at 8192³, in one run; then
+# the pipeline in bf16 against the library's bf16 GEMM. Without a GPU: wall-clock times of
+# the emulation at a toy size, labelled as such.
 
 # %%
-backend = ladder.lead_backend(opts)
-found = [impl for rung in rungs.MATRIX_CORE for impl in ladder.impls(rung, opts)]
+found = [rung.c_impl(backend) for rung in rungs.MATRIX_CORE]
 if backend.on_gpu:
     found.append(rungs.MMA_PIPELINE.c_impl(backend, WN=64))
     sizes = sorted({opts.size, 8192})
     timings = [t for n in sizes for t in bench.compare(found, n, n, n, warmup=5, repeats=20,
                                                        library=bench.library_impl(backend, "fp16"))]
+    try:                                  # bf16: the faster rung against the library's bf16
+        bf16_library = bench.library_impl(backend, "bf16")
+    except ValueError as why:
+        print(f"bf16 not timed: {why}")
+    else:
+        bf16_found = [rungs.MMA_PIPELINE.c_impl(backend, KC_BF16=1)]
+        timings += [t for n in sizes for t in bench.compare(bf16_found, n, n, n, warmup=5,
+                                                            repeats=20, library=bf16_library)]
 else:
     n = opts.size
     timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
@@ -130,7 +144,7 @@ if backend.on_gpu:
         peak[chains] = 2 * 16 * 16 * 16 * steps_done / ms / 1e9
         print(f"CHAINS={chains:2}: {peak[chains]:6.1f} TFLOP/s ({blocks} blocks of {threads}, "
               f"median of 7)")
-    library = [t for t in timings if t.name.startswith("library")][-1]
+    library = [t for t in timings if t.name == "library (fp16)"][-1]       # at the largest size
     print(f"library fp16 at {library.M}³: {library.tflops:.1f} TFLOP/s; the ceiling is "
           f"{100 * max(peak.values()) / library.tflops:.0f}% of it")
 else:

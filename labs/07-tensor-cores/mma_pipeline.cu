@@ -1,5 +1,5 @@
-// Lab 07, rung 2: the loads catch up with the matrix cores. C = A @ B, fp16 in, fp32
-// accumulated, fp16 out, as in mma_tiles.cu, with two changes to how A and B get into
+// Lab 07, rung 2: the loads catch up with the matrix cores. C = A @ B, fp16 (or bf16) in,
+// fp32 accumulated, fp16 (bf16) out, as in mma_tiles.cu, with two changes to how A and B get into
 // shared memory:
 //
 //   * 16-byte copies that the math need not wait for (copy16.h: cp.async on NVIDIA), and
@@ -75,18 +75,18 @@ struct at_b_swizzled {
 
 // One stage's copies: chunk `e` of A's slice and of B's, zero outside the matrices. Wide:
 // 16-byte copies (rows aligned); else element by element.
-__device__ __forceinline__ void load_slice(f16* As, f16* Bs, const f16* A, const f16* B,
+__device__ __forceinline__ void load_slice(kc_elem* As, kc_elem* Bs, const kc_elem* A, const kc_elem* B,
                                            int M, int N, int K, int block_row, int block_col,
                                            int k0, bool wide, int tid)
 {
     const at_a_swizzled at_a;
     const at_b_swizzled at_b;
-    const f16 zero = __float2half(0.0f);
+    const kc_elem zero = kc_to_elem(0.0f);
 #pragma unroll
     for (int e = tid; e < A_CHUNKS; e += THREADS) {
         const int r = e / (BK / 8), col = (e % (BK / 8)) * 8;
         const int row = block_row + r, k = k0 + col;
-        f16* dst = As + at_a(r, col);
+        kc_elem* dst = As + at_a(r, col);
         if (wide) {
             const bool inside = row < M && k < K;
             kc_copy16(dst, inside ? A + (size_t)row * K + k : A, inside ? 16 : 0);
@@ -99,7 +99,7 @@ __device__ __forceinline__ void load_slice(f16* As, f16* Bs, const f16* A, const
     for (int e = tid; e < B_CHUNKS; e += THREADS) {
         const int kr = e / (BN / 8), col = (e % (BN / 8)) * 8;
         const int k = k0 + kr, n = block_col + col;
-        f16* dst = Bs + at_b(kr, col);
+        kc_elem* dst = Bs + at_b(kr, col);
         if (wide) {
             const bool inside = k < K && n < N;
             kc_copy16(dst, inside ? B + (size_t)k * N + n : B, inside ? 16 : 0);
@@ -111,10 +111,10 @@ __device__ __forceinline__ void load_slice(f16* As, f16* Bs, const f16* A, const
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-hgemm_mma_pipeline(const f16* A, const f16* B, f16* C, int M, int N, int K)
+hgemm_mma_pipeline(const kc_elem* A, const kc_elem* B, kc_elem* C, int M, int N, int K)
 {
-    __shared__ __align__(16) f16 As[STAGES][BM * BK];
-    __shared__ __align__(16) f16 Bs[STAGES][BK * BN];
+    __shared__ __align__(16) kc_elem As[STAGES][BM * BK];
+    __shared__ __align__(16) kc_elem Bs[STAGES][BK * BN];
     const at_a_swizzled at_a;
     const at_b_swizzled at_b;
 

@@ -1,5 +1,6 @@
 // Lab 07, rung 1: the matrix cores. C = A @ B for row-major fp16 A (M x K) and B (K x N),
-// accumulated in fp32, stored as fp16.
+// accumulated in fp32, stored as fp16 (or all three bf16, built with -DKC_BF16=1: the
+// element type is mma.h's kc_elem).
 //
 // The block tile is lab 06's (BM x BN, a K slice of BK at a time, split into one warp tile
 // of WM x WN per warp), but a warp no longer multiplies element by element: it steps
@@ -30,7 +31,7 @@
 #define WN 64          // columns of C per warp
 #endif
 #ifndef PAD
-#define PAD 8          // fp16 elements of padding per shared row (see As)
+#define PAD 8          // 16-bit elements of padding per shared row (see As)
 #endif
 
 #define WARPS ((BM / WM) * (BN / WN))
@@ -45,7 +46,7 @@ static_assert(THREADS <= 1024, "(BM/WM) * (BN/WN) warps must fit in one block");
 static_assert(PAD % 8 == 0, "shared rows must start on 16-byte boundaries (ldmatrix)");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
+hgemm_mma_tiles(const kc_elem* A, const kc_elem* B, kc_elem* C, int M, int N, int K)
 {
     // Row-major tiles, each row padded by PAD elements. A row of As is BK + PAD = 40
     // elements, 80 bytes: the eight 16-byte rows one ldmatrix reads start 80 bytes apart,
@@ -53,8 +54,8 @@ hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
     // different, so no bank conflict. Without the pad they would start 64 bytes apart and
     // fall on groups 0, 4, 0, 4, ...: four-way conflicts. Bs rows: 136 elements, 272 bytes,
     // 17 groups apart: conflict-free too.
-    __shared__ __align__(16) f16 As[BM][BK + PAD];
-    __shared__ __align__(16) f16 Bs[BK][BN + PAD];
+    __shared__ __align__(16) kc_elem As[BM][BK + PAD];
+    __shared__ __align__(16) kc_elem Bs[BK][BN + PAD];
     const kc_row_major at_a{BK + PAD}, at_b{BN + PAD};
 
     const int tid = threadIdx.x;
@@ -68,7 +69,7 @@ hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
     kc_frag_c acc[PIECES_M][PIECES_N];
     kc_warp_zero(acc);
 
-    const f16 zero = __float2half(0.0f);
+    const kc_elem zero = kc_to_elem(0.0f);
     for (int k0 = 0; k0 < K; k0 += BK) {
         // Load phase: the block's slices of A and B into shared memory, zero outside the
         // matrices, so a ragged edge adds nothing to the sums.
@@ -96,6 +97,6 @@ hgemm_mma_tiles(const f16* A, const f16* B, f16* C, int M, int N, int K)
     }
 
     // Store phase: each lane's elements of each piece, where mma.h's layout puts them,
-    // rounded to fp16; only those inside C.
+    // rounded to kc_elem; only those inside C.
     kc_warp_store(acc, C, M, N, block_row + warp_row, block_col + warp_col);
 }
