@@ -43,6 +43,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernelcourse.backends import interpreted
 from kernelcourse.device import detect
+from kernelcourse.gemm import bf16_bits
 from kernelcourse.verify import GemmImpl
 
 
@@ -903,11 +904,7 @@ def _interpreter_bf16_fixes() -> None:
 
     def cast_impl(self, src, dst_type):
         if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            bits = np.ascontiguousarray(src.data, np.float32).view(np.uint32).astype(np.uint64)
-            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16      # nearest, ties to even
-            nan = np.isnan(src.data)
-            out = np.where(nan, 0x7FC0, rounded).astype(np.uint16)
-            return interpreter.TensorHandle(out, tl.bfloat16)
+            return interpreter.TensorHandle(bf16_bits(src.data), tl.bfloat16)   # nearest, ties to even
         return cast(self, src, dst_type)
 
     builder.create_dot, builder.cast_impl = create_dot, cast_impl
