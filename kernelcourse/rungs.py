@@ -323,7 +323,7 @@ MMA_PIPELINE = Rung(
     twin=None,
     intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
     shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * 32 * 2,        # BK = 32, no pad
-    summary="16-byte copies (cp.async), STAGES slices in flight, swizzled shared tiles",
+    summary="16-byte copies (cp.async), STAGES slices in shared memory (STAGES - 1 in flight), swizzled",
     lockstep_defines=_mma_lockstep,
     dtype="fp16",
 )

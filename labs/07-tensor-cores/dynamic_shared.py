@@ -11,12 +11,15 @@ shapes. Everything lands in results/tensor-cores-dynamic-shared-<device>.json.
 
     python labs/07-tensor-cores/dynamic_shared.py
 """
+import sys
+
 import numpy as np
 
 import kernelcourse  # noqa: F401
 from kernelcourse import bench, rungs
 from kernelcourse.backends import get_backend
 from kernelcourse.backends.compile_only import nvrtc_compile
+from kernelcourse.device import detect
 from kernelcourse.gemm import Shape, Suite
 from kernelcourse.lab import RESULTS
 from kernelcourse.source import KernelSource
@@ -76,6 +79,8 @@ CHECK = Suite("dynamic-shared", 64, (Shape(1011, 1031, 1001, "all three ragged")
                                      Shape(256, 256, 16384, "deep K")))
 
 if __name__ == "__main__":
+    if detect().vendor != "nvidia":
+        sys.exit(f"dynamic_shared.py needs an NVIDIA GPU (and CuPy); this machine: {detect().describe()}")
     backend = get_backend("cuda")
     found, builds = [], []
     for bk, tile in TILES:

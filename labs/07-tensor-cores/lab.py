@@ -23,10 +23,12 @@
 # No lane holds a tile. Each holds a *fragment*, a few elements whose positions the
 # hardware fixes. `kernelcourse/kernels/mma.h` draws both vendors' layouts and hides them
 # behind five calls (`kc_load_a`, `kc_load_b`, `kc_mma`, and `kc_c_row` / `kc_c_col` for the
-# store), so that one kernel file serves both. `mma_tiles.cu`: a 128 x 128 block tile, four
+# store), and a warp's whole tile behind three more (`kc_warp_zero`, `kc_warp_step`,
+# `kc_warp_store`), so that one kernel file serves both. `mma_tiles.cu`: a 128 x 128 block tile, four
 # warps of 64 x 64, and each warp's tile stepped through in 16 x 16 pieces.
 # `mma_pipeline.cu`: the same math, fed by 16-byte copies that the math need not wait for
-# (`cp.async` on NVIDIA), three slices of K in flight, and swizzled shared tiles.
+# (`cp.async` on NVIDIA), three slices of K in shared memory (two in flight while the
+# third is multiplied), and swizzled shared tiles.
 #
 # Without a GPU the kernel runs on the `cpu` backend, where `kc_mma` is a real warp-wide
 # operation: the 32 lanes leave their fragments, wait for each other, and each computes its
@@ -117,8 +119,9 @@ print(bench.table(timings))
 # How fast can `kc_mma` go at all? `mma_peak.cu` keeps a warp's operands in registers and
 # runs CHAINS independent accumulators through `steps` matrix-core steps each: no loads,
 # no barriers, one store. Its rate is the most any kernel built on this instruction can
-# reach on this GPU; the library may use another one (on Hopper, wgmma). On the `cpu`
-# backend it runs two small blocks and its sum is checked instead (tests/test_matrix_cores.py).
+# reach on this GPU; the library may use another one (on Hopper, wgmma). The lab skips it
+# on the `cpu` backend; there tests/test_matrix_cores.py runs two small blocks and checks
+# their sum.
 
 # %%
 import numpy as np  # noqa: E402

@@ -8,7 +8,7 @@
 // mma.sync on NVIDIA, one MFMA on AMD): 4096 multiply-adds, where one FFMA does one.
 // mma.h draws which elements of A, B and C each lane holds; this file only says which
 // 16 x 16 piece comes next. Loads stay simple here (one element per thread per step,
-// zero past the edges); the next rungs make them wide and overlap them with the math.
+// zero past the edges); the next rung makes them wide and overlap them with the math.
 #include "portable.h"
 #include "mma.h"
 
