@@ -73,40 +73,39 @@ struct at_b_swizzled {
     }
 };
 
-// One stage's copies: chunk `e` of A's slice and of B's, zero outside the matrices. Wide:
-// 16-byte copies (rows aligned); else element by element.
+// One 16-byte chunk of a row-major matrix (rows x cols): the 8 elements from (row, col) on
+// into dst, zero where they fall outside. Wide: one 16-byte copy (every row starts on a
+// 16-byte boundary, and cols is a multiple of 8, so a chunk is all inside or all outside);
+// else element by element.
+__device__ __forceinline__ void load_chunk(kc_elem* dst, const kc_elem* src, int rows, int cols,
+                                           int row, int col, bool wide)
+{
+    if (wide) {
+        const bool inside = row < rows && col < cols;
+        kc_copy16(dst, inside ? src + (size_t)row * cols + col : src, inside ? 16 : 0);
+    } else {
+        for (int j = 0; j < 8; ++j)
+            dst[j] = (row < rows && col + j < cols) ? src[(size_t)row * cols + col + j] : kc_to_elem(0.0f);
+    }
+}
+
+// One stage's copies: chunk `e` of A's slice (BM x BK, from row block_row, column k0) and of
+// B's (BK x BN, from row k0, column block_col), each where its swizzle puts it.
 __device__ __forceinline__ void load_slice(kc_elem* As, kc_elem* Bs, const kc_elem* A, const kc_elem* B,
                                            int M, int N, int K, int block_row, int block_col,
                                            int k0, bool wide, int tid)
 {
     const at_a_swizzled at_a;
     const at_b_swizzled at_b;
-    const kc_elem zero = kc_to_elem(0.0f);
 #pragma unroll
     for (int e = tid; e < A_CHUNKS; e += THREADS) {
         const int r = e / (BK / 8), col = (e % (BK / 8)) * 8;
-        const int row = block_row + r, k = k0 + col;
-        kc_elem* dst = As + at_a(r, col);
-        if (wide) {
-            const bool inside = row < M && k < K;
-            kc_copy16(dst, inside ? A + (size_t)row * K + k : A, inside ? 16 : 0);
-        } else {
-            for (int j = 0; j < 8; ++j)
-                dst[j] = (row < M && k + j < K) ? A[(size_t)row * K + k + j] : zero;
-        }
+        load_chunk(As + at_a(r, col), A, M, K, block_row + r, k0 + col, wide);
     }
 #pragma unroll
     for (int e = tid; e < B_CHUNKS; e += THREADS) {
         const int kr = e / (BN / 8), col = (e % (BN / 8)) * 8;
-        const int k = k0 + kr, n = block_col + col;
-        kc_elem* dst = Bs + at_b(kr, col);
-        if (wide) {
-            const bool inside = k < K && n < N;
-            kc_copy16(dst, inside ? B + (size_t)k * N + n : B, inside ? 16 : 0);
-        } else {
-            for (int j = 0; j < 8; ++j)
-                dst[j] = (k < K && n + j < N) ? B[(size_t)k * N + n + j] : zero;
-        }
+        load_chunk(Bs + at_b(kr, col), B, K, N, k0 + kr, block_col + col, wide);
     }
 }
 
