@@ -191,12 +191,18 @@ def resources() -> int:
     from . import bench
     from .backends import compile_only
     from .lab import resource_table
-    from .rungs import MATRIX_CORE, RUNGS
+    from .rungs import MATRIX_CORE, RUNGS, lockstep_width
     rows = []
     for rung in RUNGS + MATRIX_CORE:
         usage = rung.resources()
         print(resource_table(usage))
-        rows.append({"rung": rung.name, "defines": rung.config(), "resources": usage})
+        # each target's build: its lockstep width's defaults (an AMD wavefront, its tile)
+        row = {"rung": rung.name, "resources": usage,
+               "defines": {r.target: rung.for_lockstep(lockstep_width(r.target)).config() for r in usage}}
+        if rung.dynamic_shared:          # the table's shared B is the static part only
+            row["dynamic_shared_bytes"] = rung.launch_shared_by_target()
+            print(f"dynamic shared memory a launch asks for: {row['dynamic_shared_bytes']}")
+        rows.append(row)
     compilers = {"nvrtc": compile_only.nvrtc_version()}
     for name, version in (("hiprtc", compile_only.hiprtc_version), ("hipcc", compile_only.hipcc_version)):
         try:

@@ -98,9 +98,14 @@ def resource_report(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = (
     for defines in variants:
         config = rung.config(**defines)
         usage = rung.resources(**defines)
-        print(rung.kernel, config)
+        print(rung.kernel, config, "(gfx90a: its wavefront's defaults)" if rung.lockstep_defines else "")
         print(resource_table(usage), end="\n\n")
-        builds.append({"defines": config, "resources": usage})
+        build = {"defines": config, "resources": usage}
+        if rung.dynamic_shared:          # the table's shared B is the static part only
+            build["dynamic_shared_bytes"] = rung.launch_shared_by_target(**defines)
+            print("dynamic shared memory a launch asks for: " + ", ".join(
+                f"{t} {b} B" for t, b in build["dynamic_shared_bytes"].items()), end="\n\n")
+        builds.append(build)
     spilled = [b["defines"] for b in builds for r in b["resources"] if getattr(r, "spills", False)]
     assert not spilled, f"{rung.name} spills registers with {spilled}"
     save_gpu_result(f"resources-{rung.name}", {"rung": rung.name, "builds": builds}, opts)

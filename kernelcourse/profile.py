@@ -66,6 +66,9 @@ METRICS = {
     # the matrix cores, whichever instruction feeds them (mma.sync or Hopper's wgmma)
     "tensor_pipe_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    # warp instructions executed, all of them and the ldmatrix ones (InstructionStats)
+    "instructions": "smsp__inst_executed.sum",
+    "ldmatrix_instructions": "smsp__inst_executed_op_ldsm.sum",
 }
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 

@@ -44,7 +44,8 @@ class Rung:
     twin: Path | None                          # the Triton twin (.py with gemm(A, B, C, M, N, K));
                                                # None where Triton does the technique itself
     intensity_of: Callable[[dict], float]      # analytic FLOP per byte of global traffic
-    shared_of: Callable[[dict], int]           # static shared memory the kernel declares (bytes)
+    shared_of: Callable[[dict], int]           # shared memory a block uses (bytes): declared by
+                                               # the kernel, or asked for at launch (dynamic_shared)
     summary: str = ""
     # The suite the twin is checked on in Triton's CPU interpreter (None: the CPU suite).
     interpreter_suite: Suite | None = None
@@ -59,6 +60,9 @@ class Rung:
     # The precision of its operands (fp16: the matrix-core rungs of lab 07, which build
     # for bf16 with the define KC_BF16=1).
     dtype: str = "fp32"
+    # Whether its shared memory is dynamic (KC_DYNAMIC_SHARED): each launch then asks for
+    # shared_of(defines) bytes; otherwise the kernel declares them itself.
+    dynamic_shared: bool = False
 
     # -- defines and geometry
     def config(self, **defines) -> dict:
@@ -104,6 +108,16 @@ class Rung:
     def shared_bytes(self, **defines) -> int:
         return self.shared_of(self.config(**defines))
 
+    def launch_shared(self, d: dict) -> int:
+        """The dynamic shared memory a launch with defines `d` asks for (0: all static)."""
+        return self.shared_of(d) if self.dynamic_shared else 0
+
+    def launch_shared_by_target(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"),
+                                **defines) -> dict[str, int]:
+        """launch_shared() of each target's build (its lockstep width's defaults)."""
+        built = {t: self.for_lockstep(lockstep_width(t)) for t in targets}
+        return {t: rung.launch_shared(rung.config(**defines)) for t, rung in built.items()}
+
     def describe(self, M: int, N: int, multiprocessors: int = 0, **defines) -> str:
         """The build and launch for an M x N C (on a GPU of `multiprocessors`, for a rung
         whose tile follows the problem's size)."""
@@ -116,7 +130,8 @@ class Rung:
         return (f"{self.kernel} with {', '.join(f'{k}={v}' for k, v in d.items()) or 'no defines'}:\n"
                 f"{why}  C of {M} x {N} -> grid {grid} x block {block}: {math.prod(grid)} block(s) "
                 f"of {threads} threads\n"
-                f"  shared memory {self.shared_of(d)} B per block, "
+                f"  shared memory {self.shared_of(d)} B per block"
+                f"{' (dynamic)' if self.dynamic_shared else ''}, "
                 f"intensity {self.intensity_of(d):.2f} FLOP/byte")
 
     def _label(self, backend_name: str, defines: dict) -> str:
@@ -143,7 +158,7 @@ class Rung:
             chosen, tile = (small_kernel() if self.small_problem(M, N, multiprocessors, **defines)
                             else (kernel, d))
             grid, block = geometry(tile, M, N)
-            chosen(grid, block, (A, B, C, M, N, K))
+            chosen(grid, block, (A, B, C, M, N, K), self.launch_shared(tile))
         return GemmImpl(self._label(backend.name, d), backend, run, self.dtype_for(**d))
 
     def twin_module(self):
@@ -316,8 +331,8 @@ SIMT_TOP: tuple[Rung, ...] = RUNGS[3:]           # the top of the SIMT ladder: l
 MMA_PIPELINE = Rung(
     name="mma_pipeline",
     source=LABS / "07-tensor-cores" / "mma_pipeline.cu", kernel="hgemm_mma_pipeline",
-    # eight warps of 64 x 32: at 4096 and 8192 on an H200 faster than four of 64 x 64
-    # (results/tensor-cores-nvidia-h200-4096.json)
+    # eight warps of 64 x 32: at 4096 and 8192 on an H200 faster than four of 64 x 64 (28.6%
+    # and 25.9% of cuBLAS at 4096, results/tensor-cores-nvidia-h200-4096.json as of b47b9cf)
     defines={"WARP": 32, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3, "KC_BF16": 0},
     geometry=_warp_tiling_geometry,
     twin=None,
@@ -328,7 +343,31 @@ MMA_PIPELINE = Rung(
     dtype="fp16",
 )
 
+def _mma_ahead_lockstep(width: int) -> dict:
+    """NVIDIA (and the cpu backend): 128 x 256 x 64, 144 KB of stages. AMD CDNA: its LDS holds
+    64 KB a workgroup, so 128 x 128 x 32 (48 KB), four wavefronts of 64 x 64."""
+    if width == 64:
+        return {"WARP": 64, "BN": 128, "BK": 32}
+    return {"WARP": 32}
+
+
+MMA_AHEAD = Rung(
+    name="mma_ahead",
+    source=LABS / "07-tensor-cores" / "mma_ahead.cu", kernel="hgemm_mma_ahead",
+    # on the H200 the fastest configuration tried that does not spill (lab 07's README)
+    defines={"WARP": 32, "BM": 128, "BN": 256, "WM": 64, "WN": 64, "BK": 64, "STAGES": 3,
+             "MIN_BLOCKS": 1, "KC_BF16": 0},
+    geometry=_warp_tiling_geometry,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
+    shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * d["BK"] * 2,
+    summary="copies planned once, fragments one step ahead, 128 x 256 x 64 tiles in dynamic shared memory",
+    lockstep_defines=_mma_ahead_lockstep,
+    dtype="fp16",
+    dynamic_shared=True,
+)
+
 # Lab 07: the matrix cores, fp16 (or bf16) in and fp32 accumulation (a ladder of their own:
 # the fp32 ladder's library is SGEMM, theirs is the library's GEMM in their precision).
-MATRIX_CORE: tuple[Rung, ...] = (MMA_TILES, MMA_PIPELINE)
+MATRIX_CORE: tuple[Rung, ...] = (MMA_TILES, MMA_PIPELINE, MMA_AHEAD)
 RUNG: dict[str, Rung] = {r.name: r for r in RUNGS + MATRIX_CORE}

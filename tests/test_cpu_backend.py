@@ -139,6 +139,22 @@ def test_shared_memory_nobody_wrote_reads_as_nan(cpu):
     assert np.all(got[:32] == 1.0) and np.all(np.isnan(got[32:]))
 
 
+def test_dynamic_shared_memory_is_the_launchs_size_nan_at_first_and_guarded(cpu):
+    """KC_DYNAMIC_SHARED: the launch's shared_mem bytes, NaN where nobody wrote, and an access
+    past them stops the launch, named as such."""
+    kernel = cpu.compile(PROBES, "dynamic_shared_probe")
+    out = cpu.to_device(np.zeros(64, np.float32))
+    kernel((1,), (64,), (out, 0), 64 * 4)
+    got = cpu.to_host(out)
+    assert np.all(got[:32] == 1.0) and np.all(np.isnan(got[32:]))
+    with pytest.raises(KernelFault, match="read past the end of the dynamic shared memory"):
+        kernel((1,), (64,), (out, 64), 64 * 4)
+    with pytest.raises(KernelFault, match="write past the end of the dynamic shared memory"):
+        kernel((1,), (64,), (out, 0))                   # asked for none
+    with pytest.raises(ValueError, match="dynamic shared memory is a byte count from 0 to 232448"):
+        kernel((1,), (64,), (out, 0), 228 * 1024)
+
+
 def test_a_write_past_the_end_is_named_as_a_write(cpu):
     out = cpu.to_device(np.zeros(64, np.float32))
     with pytest.raises(KernelFault, match=r"write past the end of out \(element 64 of an array of 64\)"):

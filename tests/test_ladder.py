@@ -159,7 +159,7 @@ def test_c_impl_compiles_once_at_creation():
 
         def compile(self, source, kernel, defines):
             calls.append((kernel, dict(defines)))
-            return lambda grid, block, args: calls.append((grid, block))
+            return lambda grid, block, args, shared_mem=0: calls.append((grid, block))
     impl = RUNG["regblock"].c_impl(Recorder(), BK=32)
     assert calls == [("sgemm_regblock", RUNG["regblock"].config(BK=32))]
     impl(None, None, None, 100, 130, 7)

@@ -111,7 +111,7 @@ def test_c_impl_builds_for_the_backends_lockstep_width():
 
         def compile(self, source, kernel, defines):
             calls.append(dict(defines))
-            return lambda grid, block, args: calls.append((grid, block))
+            return lambda grid, block, args, shared_mem=0: calls.append((grid, block))
     impl = WARP_TILING.c_impl(Wave64(), BK=16)
     assert calls == [WARP_TILING.config(**WAVE64, BK=16)]
     impl(None, None, None, 100, 300, 7)
@@ -131,7 +131,7 @@ def test_a_problem_too_small_for_one_block_per_sm_gets_the_small_tile():
 
         def compile(self, source, kernel, defines):
             calls.append(("compile", dict(defines)))
-            return lambda grid, block, args: calls.append(("launch", grid, block))
+            return lambda grid, block, args, shared_mem=0: calls.append(("launch", grid, block))
     for rung in rungs.SIMT_TOP:
         calls.clear()
         impl = rung.c_impl(H200Like())

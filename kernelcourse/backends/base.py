@@ -84,6 +84,9 @@ class Backend(ABC):
         raise NotImplementedError(f"{self.name} has no vendor-library GEMM")
 
 
+SHARED_MEM_MAX = 227 * 1024      # bytes of dynamic shared memory an sm_90 block may have
+
+
 @dataclass
 class Kernel:
     """A compiled C kernel: call it with (grid, block, args) and it checks the args first."""
@@ -107,6 +110,11 @@ class Kernel:
         if block[2] > 64 or grid[0] > 2**31 - 1 or max(grid[1], grid[2]) > 65535:
             raise ValueError(f"{self.name}: block {block} / grid {grid} exceeds the launch "
                              "limits (block z <= 64; grid x < 2^31, grid y and z <= 65535)")
+        # Dynamic shared memory: at most what the largest GPU of the course allows (sm_90's
+        # 227 KB; each GPU backend checks its own device's limit, AMD's 64 KB among them).
+        if not isinstance(shared_mem, int) or not 0 <= shared_mem <= SHARED_MEM_MAX:
+            raise ValueError(f"{self.name}: shared_mem={shared_mem!r}: dynamic shared memory is "
+                             f"a byte count from 0 to {SHARED_MEM_MAX} (227 KB, an sm_90 block's most)")
         self._launch(grid, block, packed, shared_mem)
 
 

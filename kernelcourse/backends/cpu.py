@@ -59,7 +59,8 @@ UNSUPPORTED = (
     (r"\bnvcuda\s*::\s*wmma\b|\bwmma\s*::", "tensor-core fragments (wmma)"),
     (r"\b__builtin_amdgcn_\w+", "AMD GCN intrinsics (__builtin_amdgcn_*)"),
     (r"\basm\s*(?:volatile\s*)?\(|\b__asm__\b", "inline assembly (PTX or GCN)"),
-    (r"\bextern\s+__shared__\b", "dynamic shared memory (extern __shared__)"),
+    (r"\bextern\s+__shared__\b", "a bare extern __shared__ array (declare dynamic shared memory "
+                                   "with portable.h's KC_DYNAMIC_SHARED, which it does emulate)"),
     (r"\bcooperative_groups\b", "cooperative groups"),
     (r"\b__(?:nanosleep|threadfence\w*)\b", "__nanosleep and memory fences"),
     # A launch runs in a child process of its own, so nothing a kernel leaves in a global
@@ -116,9 +117,10 @@ def _launcher(name: str, params) -> str:
             f"    void** args = static_cast<void**>(packed); (void)args;\n"
             f"    {name}({args});\n}}\n"
             f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
-            f"void* args, int order, unsigned long long seed, int timeout_ms, kc::Status* status) {{\n"
-            f"    return kc::start_isolated(grid, block, kc_body_{name}, args, order, seed, "
-            f"timeout_ms, status);\n}}\n")
+            f"unsigned long long shared_bytes, void* args, int order, unsigned long long seed, "
+            f"int timeout_ms, kc::Status* status) {{\n"
+            f"    return kc::start_isolated(grid, block, shared_bytes, kc_body_{name}, args, order, "
+            f"seed, timeout_ms, status);\n}}\n")
 
 
 def defined_entry_points(src: KernelSource) -> dict:
@@ -174,7 +176,7 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
 class _Status(ctypes.Structure):
     """kc::Status in cpu_launch.h, field for field."""
     _fields_ = [("outcome", ctypes.c_int), ("signal", ctypes.c_int), ("is_write", ctypes.c_int),
-                ("in_stack", ctypes.c_int), ("fault_address", ctypes.c_uint64),
+                ("guard", ctypes.c_int), ("fault_address", ctypes.c_uint64),
                 ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
                 ("message", ctypes.c_char * 256)]
@@ -249,8 +251,6 @@ class CpuBackend(AddressBackend):
         params = src.params_of(kernel_name)
 
         def launch(grid, block, args, shared_mem):
-            if shared_mem:
-                raise ValueError("the cpu backend has no dynamic shared memory (shared_mem=0)")
             # Each kernel's own count, so that every kernel of a run sees every order.
             seed = self.launches.get(kernel_name, 0)
             self.launches[kernel_name] = seed + 1
@@ -261,7 +261,8 @@ class CpuBackend(AddressBackend):
             pointers = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
             page = mmap.mmap(-1, PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
             status = _Status.from_buffer(page)          # the child writes how it ended here
-            child = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), pointers,
+            child = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                             ctypes.c_ulonglong(shared_mem), pointers,
                              ORDERS.index(order), ctypes.c_ulonglong(seed),
                              int(self.timeout_s * 1000), ctypes.byref(status))
             if child < 0:
@@ -353,10 +354,14 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     where = _source_line(library, status.pc - status.library_base) if status.pc else None
     at = f" at {where}" if where else ""
     address = status.fault_address
-    if status.signal in (7, 11) and status.in_stack:
+    if status.signal in (7, 11) and status.guard == 1:
         return (f"stack overflow: {who} of {kernel} used more than the 1 MiB of stack each "
                 f"emulated thread has{at} (a large local array? on a GPU it would live in "
                 "slow local memory)")
+    if status.signal in (7, 11) and status.guard == 2:
+        access = {1: "write", 0: "read"}.get(status.is_write, "access")
+        return (f"illegal memory access: {access} past the end of the dynamic shared memory "
+                f"(the launch's shared_mem bytes){at}, by {who} of {kernel}")
     if status.signal in (7, 11):
         access = {1: "write", 0: "read"}.get(status.is_write, "access")
         for param, value in zip(params, args):

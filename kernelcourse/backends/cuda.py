@@ -55,8 +55,16 @@ class CudaBackend(CBackend):
 
     def _launcher(self, module, kernel_name):
         function = module.get_function(kernel_name)
+        # Past 48 KB a kernel must be allowed its dynamic shared memory first, up to the
+        # device's opt-in limit (227 KB on sm_90).
+        limit = self.cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
         def launch(grid, block, args, shared_mem):
+            if shared_mem > limit:
+                raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this GPU "
+                                 f"allows a block at most {limit} B")
+            if shared_mem > function.max_dynamic_shared_size_bytes:
+                function.max_dynamic_shared_size_bytes = shared_mem
             args = tuple(a.bits if isinstance(a, Bf16Array) else a for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return launch

@@ -21,6 +21,8 @@ from .compile_only import hip_compile
 from .hip_python import bindings
 from .status import checked
 
+LDS_BYTES = 64 * 1024      # shared memory (LDS) a workgroup may use on CDNA (gfx908 .. gfx942)
+
 
 def pack_launch_buffer(values) -> bytes:
     """Lay kernel arguments out the way the kernel reads them: as the fields of a C struct.
@@ -93,6 +95,9 @@ class HipBackend(AddressBackend):
                             f"hipModuleGetFunction({kernel_name})")
 
         def launch(grid, block, args, shared_mem):
+            if shared_mem > LDS_BYTES:
+                raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; an AMD "
+                                 f"workgroup's LDS holds at most {LDS_BYTES} B")
             values = [np.uint64(a.pointer) if isinstance(a, DeviceArray) else a for a in args]
             packed = pack_launch_buffer(values)
             arguments = (ctypes.c_char * len(packed)).from_buffer_copy(packed)

@@ -32,7 +32,8 @@ struct Status {
     int outcome;              // Outcome
     int signal;               // the signal that stopped the child
     int is_write;             // 1 when the faulting access was a write (x86-64 Linux), -1 unknown
-    int in_stack;             // 1 when the fault hit a thread's stack guard: a stack overflow
+    int guard;                // the guard the fault hit: 1 a thread's stack (an overflow), 2 the
+                              // page past the dynamic shared memory, 0 neither
     uint64_t fault_address;   // the address it touched
     uint64_t pc;              // the instruction that touched it
     uint64_t library_base;    // where this library was loaded (pc - base: its offset)
@@ -45,6 +46,8 @@ constexpr size_t STACK_BYTES = 1024 * 1024;
 static Status* status;                      // shared with the parent
 static char* stacks_begin;                  // the fibers' stacks, for telling an overflow
 static char* stacks_end;
+static char* shared_end;                    // the end of the dynamic shared memory, its guard's size
+static size_t shared_guard;
 
 [[noreturn]] static void stop(const char* message) {
     status->outcome = FAILED;
@@ -176,8 +179,9 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
     status->signal = signal;
     status->fault_address = reinterpret_cast<uint64_t>(info->si_addr);
     status->is_write = -1;
-    status->in_stack = stacks_begin <= static_cast<char*>(info->si_addr) &&
-                       static_cast<char*>(info->si_addr) < stacks_end;
+    const char* address = static_cast<char*>(info->si_addr);
+    status->guard = stacks_begin <= address && address < stacks_end ? 1
+                  : shared_end <= address && address < shared_end + shared_guard ? 2 : 0;
 #if defined(__linux__) && defined(__x86_64__)
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
@@ -190,8 +194,8 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
     _exit(128 + signal);
 }
 
-static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int mode,
-                     uint64_t seed) {
+static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(void*), void* args,
+                     int mode, uint64_t seed) {
     // An alternate stack for the fault handler: a fiber that overflows its own stack can
     // still be reported.
     static char handler_stack[64 * 1024];
@@ -224,6 +228,18 @@ static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int
     // Shared memory starts as NaN bytes: a slot read before any thread wrote it shows.
     if (__start_kc_shared && __stop_kc_shared > __start_kc_shared)
         memset(__start_kc_shared, 0xFF, size_t(__stop_kc_shared - __start_kc_shared));
+    // Dynamic shared memory: its last byte just before a page nobody may touch (an access
+    // past it faults, and is reported; with no bytes asked for, every access does), its start
+    // 16-byte aligned (shared_bytes rounded up to 16), NaN bytes, as is the slack before it.
+    const size_t padded = (shared_bytes + 15) / 16 * 16, pages = (padded + page - 1) / page;
+    char* mapping = static_cast<char*>(mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (mapping == MAP_FAILED) stop("no memory for the launch's dynamic shared memory");
+    memset(mapping, 0xFF, pages * page);
+    mprotect(mapping + pages * page, page, PROT_NONE);
+    shared_end = mapping + pages * page;
+    shared_guard = page;
+    dynamic_shared_base = reinterpret_cast<unsigned char*>(shared_end - padded);
     // Blocks one after another, in this launch's order too (a correct kernel cannot tell).
     const unsigned blocks = grid.x * grid.y * grid.z;
     int* block_order = static_cast<int*>(mmap(nullptr, blocks * sizeof(int), PROT_READ | PROT_WRITE,
@@ -240,8 +256,8 @@ static void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* args, int
 // Start the grid in a child process and return its pid (-1 if it could not start). The
 // caller waits for it, with its own time limit, and then reads *shared_status: a page both
 // processes see (MAP_SHARED), where the child writes how it ended.
-static int start_isolated(const unsigned grid[3], const unsigned block[3], void (*body)(void*),
-                          void* args, int mode, uint64_t seed, int timeout_ms,
+static int start_isolated(const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                          void (*body)(void*), void* args, int mode, uint64_t seed, int timeout_ms,
                           Status* shared_status) {
     status = shared_status;
     memset(status, 0, sizeof(Status));
@@ -258,7 +274,8 @@ static int start_isolated(const unsigned grid[3], const unsigned block[3], void 
 #endif
     if (getppid() != parent) _exit(5);
     alarm(unsigned(timeout_ms / 1000 + 2));
-    run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, body, args, mode, seed);
+    run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes, body, args,
+             mode, seed);
     fflush(stdout);
     _exit(0);
 }

@@ -10,7 +10,9 @@
 //     so a missing barrier makes results move between identical launches, as on a GPU;
 //   * __shared__ variables are static, in a section of their own: one copy for the block
 //     that is running (blocks run one after another, in an order that changes too), filled
-//     with NaN bytes when a launch starts, so a read of a slot nobody wrote shows;
+//     with NaN bytes when a launch starts, so a read of a slot nobody wrote shows; dynamic
+//     shared memory (KC_DYNAMIC_SHARED) alike, in a buffer of the launch's size that ends
+//     at a guard page;
 //   * __syncthreads() notes where it was called: threads of one block that wait at
 //     different barriers, or finish while others wait, stop the launch (a GPU may hang);
 //   * the warp-wide operations of mma.h (a matrix-core multiply, a fragment load) are
@@ -101,6 +103,11 @@ struct Launch {
     void* scheduler_sp;
 };
 static Launch launch;
+
+// The launch's dynamic shared memory (portable.h's KC_DYNAMIC_SHARED): cpu_launch.h maps it,
+// its end against a guard page.
+static unsigned char* dynamic_shared_base;
+static inline unsigned char* dynamic_shared() { return dynamic_shared_base; }
 
 }  // namespace kc
 

@@ -299,20 +299,24 @@ __device__ __forceinline__ void kc_warp_zero(kc_frag_c (&acc)[PM][PN]) {
             kc_zero(acc[i][j]);
 }
 
-// One 16-deep step of a warp tile: its PM pieces of A (rows row0 + 16 i of the shared A
-// tile, columns k0 ..) and PN pieces of B (rows k0 .., columns col0 + 16 j) into fragments,
-// then every pair meets in one kc_mma: PM x PN matrix-core steps on PM + PN loads.
+// The fragments of one 16-deep step of a warp tile: its PM pieces of A (rows row0 + 16 i of
+// the shared A tile, columns k0 ..) and PN pieces of B (rows k0 .., columns col0 + 16 j).
 template <int PM, int PN, class AtA, class AtB>
-__device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const kc_elem* as, AtA at_a,
-                                             const kc_elem* bs, AtB at_b, int row0, int col0, int k0) {
-    kc_frag_a a[PM];
-    kc_frag_b b[PN];
+__device__ __forceinline__ void kc_warp_load(kc_frag_a (&a)[PM], kc_frag_b (&b)[PN], const kc_elem* as,
+                                             AtA at_a, const kc_elem* bs, AtB at_b,
+                                             int row0, int col0, int k0) {
 #pragma unroll
     for (int i = 0; i < PM; ++i)
         kc_load_a(a[i], as, at_a, row0 + 16 * i, k0);
 #pragma unroll
     for (int j = 0; j < PN; ++j)
         kc_load_b(b[j], bs, at_b, k0, col0 + 16 * j);
+}
+
+// Every pair of those pieces meets in one kc_mma: PM x PN matrix-core steps on PM + PN loads.
+template <int PM, int PN>
+__device__ __forceinline__ void kc_warp_mma(kc_frag_c (&acc)[PM][PN], const kc_frag_a (&a)[PM],
+                                            const kc_frag_b (&b)[PN]) {
 #pragma unroll
     for (int i = 0; i < PM; ++i)
 #pragma unroll
@@ -320,11 +324,46 @@ __device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const kc_
             kc_mma(acc[i][j], a[i], b[j]);
 }
 
+// One whole step: its fragments loaded, then multiplied.
+template <int PM, int PN, class AtA, class AtB>
+__device__ __forceinline__ void kc_warp_step(kc_frag_c (&acc)[PM][PN], const kc_elem* as, AtA at_a,
+                                             const kc_elem* bs, AtB at_b, int row0, int col0, int k0) {
+    kc_frag_a a[PM];
+    kc_frag_b b[PN];
+    kc_warp_load(a, b, as, at_a, bs, at_b, row0, col0, k0);
+    kc_warp_mma(acc, a, b);
+}
+
 // Store a warp tile whose corner is C[row0][col0] (C row-major, M x N): each lane's elements
-// of each piece where the layout puts them, rounded to kc_elem, those inside C only.
+// of each piece where the layout puts them, rounded to kc_elem, those inside C only. On
+// NVIDIA (and the cpu backend, which has its layout) a lane's elements 2p and 2p + 1 are
+// neighbours in one row, so where every row of C starts on a 4-byte boundary (N even, C
+// aligned) they go out as one 4-byte store; on AMD a lane's elements run down a column.
 template <int PM, int PN>
 __device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], kc_elem* C, int M, int N,
                                               int row0, int col0) {
+#if KC_MMA_LANES == 32
+    struct alignas(4) kc_pair { kc_elem x[2]; };
+    const bool pairs = N % 2 == 0 && (size_t)C % 4 == 0;
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+#pragma unroll
+        for (int j = 0; j < PN; ++j)
+#pragma unroll
+            for (int e = 0; e < KC_C_ELEMENTS; e += 2) {
+                const int row = row0 + 16 * i + kc_c_row(e), col = col0 + 16 * j + kc_c_col(e);
+                if (row >= M)
+                    continue;
+                const kc_pair two = {{kc_to_elem(acc[i][j].x[e]), kc_to_elem(acc[i][j].x[e + 1])}};
+                kc_elem* at = C + (size_t)row * N + col;
+                if (pairs && col + 1 < N) {
+                    *reinterpret_cast<kc_pair*>(at) = two;
+                } else {
+                    if (col < N) at[0] = two.x[0];
+                    if (col + 1 < N) at[1] = two.x[1];
+                }
+            }
+#else
 #pragma unroll
     for (int i = 0; i < PM; ++i)
 #pragma unroll
@@ -335,4 +374,30 @@ __device__ __forceinline__ void kc_warp_store(const kc_frag_c (&acc)[PM][PN], kc
                 if (row < M && col < N)
                     C[(size_t)row * N + col] = kc_to_elem(acc[i][j].x[e]);
             }
+#endif
+}
+
+// Store a warp tile into a shared tile (row-major, `ld` elements a row) with its corner at
+// (row0, col0), rounded to kc_elem: all of it, the shared tile being whole. On NVIDIA (and
+// the cpu backend) each lane's neighbouring pairs as one 4-byte store (ld and col0 even).
+template <int PM, int PN>
+__device__ __forceinline__ void kc_warp_store_tile(const kc_frag_c (&acc)[PM][PN], kc_elem* tile, int ld,
+                                                   int row0, int col0) {
+#pragma unroll
+    for (int i = 0; i < PM; ++i)
+#pragma unroll
+        for (int j = 0; j < PN; ++j)
+#if KC_MMA_LANES == 32
+#pragma unroll
+            for (int e = 0; e < KC_C_ELEMENTS; e += 2) {
+                struct alignas(4) kc_pair { kc_elem x[2]; };
+                const kc_pair two = {{kc_to_elem(acc[i][j].x[e]), kc_to_elem(acc[i][j].x[e + 1])}};
+                const int row = row0 + 16 * i + kc_c_row(e), col = col0 + 16 * j + kc_c_col(e);
+                *reinterpret_cast<kc_pair*>(tile + row * ld + col) = two;
+            }
+#else
+#pragma unroll
+            for (int e = 0; e < KC_C_ELEMENTS; ++e)
+                tile[(row0 + 16 * i + kc_c_row(e)) * ld + col0 + 16 * j + kc_c_col(e)] = kc_to_elem(acc[i][j].x[e]);
+#endif
 }

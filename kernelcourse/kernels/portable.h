@@ -26,3 +26,14 @@ typedef __half f16;
 
 // Ceiling division: how many tiles of size d cover n elements.
 #define KC_CEIL_DIV(n, d) (((n) + (d) - 1) / (d))
+
+// Dynamic shared memory: the bytes a launch asks for (its shared_mem), which may pass the
+// 48 KB a block can declare statically. KC_DYNAMIC_SHARED(name) declares `name`, an array of
+// unsigned char aligned to 16 bytes, in the function it appears in. The cpu backend gives
+// each launch such a buffer, NaN bytes at the start, ending at a guard page: an access that
+// runs off its end (or any access, where the launch asked for no bytes) stops the launch.
+#if defined(KC_CPU)
+  #define KC_DYNAMIC_SHARED(name) unsigned char* const name = kc::dynamic_shared()
+#else
+  #define KC_DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+#endif

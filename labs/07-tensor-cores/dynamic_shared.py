@@ -1,9 +1,9 @@
 """Is 48 KB of shared memory what holds mma_pipeline back?
 
 A block may declare at most 48 KB of shared memory statically; more needs dynamic shared
-memory and a raised limit, which the course harness does not set (and the cpu backend
-does not emulate). This experiment, NVIDIA only, builds mma_pipeline.cu with its two
-stage arrays moved into dynamic shared memory, then times, against cuBLAS fp16 at 4096³
+memory and a raised limit. This experiment, NVIDIA only, builds mma_pipeline.cu with its
+two stage arrays moved into dynamic shared memory by hand (through CuPy: the harness's own
+way, Rung.dynamic_shared, came after it, with mma_ahead.cu), then times, against cuBLAS fp16 at 4096³
 and 8192³: the default tile with 3, 4 and 6 stages; 128 x 256 and 256 x 128 tiles with
 4 stages (8 and 16 warps); and a K slice of 64 instead of 32 (half the barriers per
 FLOP; A's rows then swizzled as B's). Each build is first checked by verify() on three

@@ -23,12 +23,16 @@
 # No lane holds a tile. Each holds a *fragment*, a few elements whose positions the
 # hardware fixes. `kernelcourse/kernels/mma.h` draws both vendors' layouts and hides them
 # behind five calls (`kc_load_a`, `kc_load_b`, `kc_mma`, and `kc_c_row` / `kc_c_col` for the
-# store), and a warp's whole tile behind three more (`kc_warp_zero`, `kc_warp_step`,
-# `kc_warp_store`), so that one kernel file serves both. `mma_tiles.cu`: a 128 x 128 block tile, four
+# store), and a warp's whole tile behind a few more (`kc_warp_zero`, `kc_warp_step` or its
+# halves `kc_warp_load` and `kc_warp_mma`, `kc_warp_store`, `kc_warp_store_tile`), so that
+# one kernel file serves both. `mma_tiles.cu`: a 128 x 128 block tile, four
 # warps of 64 x 64, and each warp's tile stepped through in 16 x 16 pieces.
 # `mma_pipeline.cu`: the same math, fed by 16-byte copies that the math need not wait for
 # (`cp.async` on NVIDIA), three slices of K in shared memory (two in flight while the
-# third is multiplied), and swizzled shared tiles.
+# third is multiplied), and swizzled shared tiles. `mma_ahead.cu`: a K loop that does only
+# the work (each thread's copies planned once, blocks inside C with no bounds checks, the
+# next step's fragments loaded while this step's are multiplied), on a 128 x 256 x 64 tile
+# whose 144 KB of stages live in dynamic shared memory.
 #
 # Without a GPU the kernel runs on the `cpu` backend, where `kc_mma` is a real warp-wide
 # operation: the 32 lanes leave their fragments, wait for each other, and each computes its
@@ -50,7 +54,8 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 #
 # Their geometry for a 1000 x 1000 C: WARP follows the device (32 lanes on NVIDIA and on the
 # `cpu` backend, a wavefront of 64 on AMD). `mma_tiles` has four warps of 64 x 64,
-# `mma_pipeline` eight of 64 x 32 (on the H200 faster than four of 64 x 64: section 4).
+# `mma_pipeline` eight of 64 x 32, `mma_ahead` eight of 64 x 64 (on AMD, whose LDS holds
+# 64 KB a workgroup, four on a 128 x 128 x 32 tile).
 
 # %%
 for rung in rungs.MATRIX_CORE:
@@ -88,24 +93,28 @@ for rung in rungs.MATRIX_CORE:
 # %% [markdown]
 # ## 4. Benchmark
 #
-# On a GPU: both kernels (and the pipeline with four warps of 64 x 64, its earlier
-# default) against the vendor library's fp16 GEMM at size³ and at 8192³, in one run; then
-# the pipeline in bf16 against the library's bf16 GEMM. Without a GPU: wall-clock times of
-# the emulation at a toy size, labelled as such.
+# On a GPU: the three kernels against the vendor library's fp16 GEMM at size³ and at
+# 8192³, in one run, with `mma_ahead` also (on NVIDIA) on the way to its default, one
+# change at a time (its loop on mma_pipeline's 128 x 128 x 32 tile of 64 x 32 warps; the
+# 128 x 256 tile of 64 x 64 warps with K slices of 32; then of 64, the default); then the last two rungs in
+# bf16 against the library's bf16 GEMM. Without a GPU: wall-clock times of the emulation
+# at a toy size, labelled as such.
 
 # %%
 found = [rung.c_impl(backend) for rung in rungs.MATRIX_CORE]
 if backend.on_gpu:
-    found.append(rungs.MMA_PIPELINE.c_impl(backend, WN=64))
+    if device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
+        found[-1:-1] = [rungs.MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
+                        rungs.MMA_AHEAD.c_impl(backend, BK=32)]
     sizes = sorted({opts.size, 8192})
     timings = [t for n in sizes for t in bench.compare(found, n, n, n, warmup=5, repeats=20,
                                                        library=bench.library_impl(backend, "fp16"))]
-    try:                                  # bf16: the faster rung against the library's bf16
+    try:                                  # bf16: the two copying rungs against the library's bf16
         bf16_library = bench.library_impl(backend, "bf16")
     except ValueError as why:
         print(f"bf16 not timed: {why}")
     else:
-        bf16_found = [rungs.MMA_PIPELINE.c_impl(backend, KC_BF16=1)]
+        bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (rungs.MMA_PIPELINE, rungs.MMA_AHEAD)]
         timings += [t for n in sizes for t in bench.compare(bf16_found, n, n, n, warmup=5,
                                                             repeats=20, library=bf16_library)]
 else:

@@ -31,3 +31,13 @@ extern "C" __global__ void unwritten_shared(float* out) {
 extern "C" __global__ void write_past(float* out, int n) {
     out[n + threadIdx.x] = 1.0f;
 }
+
+// Dynamic shared memory: the first half of the block writes its floats, everyone reads the
+// slot `offset` floats on from its own (past the launch's bytes for a large offset).
+extern "C" __global__ void dynamic_shared_probe(float* out, int offset) {
+    KC_DYNAMIC_SHARED(bytes);
+    float* slot = reinterpret_cast<float*>(bytes);
+    if (threadIdx.x < blockDim.x / 2) slot[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = slot[threadIdx.x + offset];
+}
