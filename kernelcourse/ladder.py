@@ -98,7 +98,7 @@ def resource_report(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = (
     for defines in variants:
         config = rung.config(**defines)
         usage = rung.resources(**defines)
-        print(rung.kernel, config, "(gfx90a: its wavefront's defaults)" if rung.lockstep_defines else "")
+        print(rung.kernel, config, *(["(gfx90a: its wavefront's defaults)"] if rung.lockstep_defines else []))
         print(resource_table(usage), end="\n\n")
         build = {"defines": config, "resources": usage}
         if rung.dynamic_shared:          # the table's shared B is the static part only
