@@ -184,13 +184,15 @@ class Rung:
         return GemmImpl(f"{self.name} (triton)", backend, self.twin_module().gemm)
 
     # -- compile-only report
-    def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), **defines) -> list:
+    def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), strict: bool = False,
+                  **defines) -> list:
         """Registers, shared memory and spills of the C kernel on each target, no GPU needed
-        (each target built with its own lockstep width's defaults, where the rung has such)."""
+        (each target built with its own lockstep width's defaults, where the rung has such).
+        A target whose compiler is missing is a line saying so (strict: CompilerNotFound)."""
         if self.lockstep_defines is not None:
             return [row for target in targets for row in
-                    self.for_lockstep(lockstep_width(target)).resources((target,), **defines)]
-        return resource_usage(self.source, self.kernel, self.config(**defines), targets)
+                    self.for_lockstep(lockstep_width(target)).resources((target,), strict, **defines)]
+        return resource_usage(self.source, self.kernel, self.config(**defines), targets, strict)
 
 
 def lockstep_width(target: str) -> int:

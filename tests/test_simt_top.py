@@ -209,7 +209,7 @@ def test_compiles_for_gfx90a_without_spills(rung, defines):
 def test_defaults_leave_room_for_two_blocks_per_sm(rung):
     """128 registers or fewer: two 256-thread blocks fit in an SM's 64K registers."""
     assert rung.shared_bytes() == 2 * (8 * (128 + 4) + 8 * 128) * 4 == 16640
-    sm90, gfx90a = rung.resources()
+    sm90, gfx90a = rung.resources(strict=True)
     assert sm90.registers <= 128 and sm90.shared_bytes == gfx90a.shared_bytes == 16640, sm90
     assert gfx90a.registers <= 256, gfx90a                  # two wave64s per SIMD
 
@@ -217,7 +217,7 @@ def test_defaults_leave_room_for_two_blocks_per_sm(rung):
 def test_resources_build_gfx9_with_wavefronts_of_64():
     assert (rungs.lockstep_width("sm_90"), rungs.lockstep_width("gfx90a"),
             rungs.lockstep_width("gfx1100")) == (32, 64, 32)
-    sm90, gfx90a = WARP_TILING.resources()
+    sm90, gfx90a = WARP_TILING.resources(strict=True)
     wave64 = hip_compile(WARP_TILING.source, "gfx90a", WARP_TILING.config(**WAVE64))
     assert gfx90a == wave64.resources[WARP_TILING.kernel]
 

@@ -9,7 +9,7 @@ instructor's manual. One module per job:
                 environment, time and output limits, a private pipe for what comes back
   channel.py    that pipe's framing: a JSON header, then the bytes of one array
   child.py      the child's side: load the submission, run it on the inputs, send the outputs
-  static.py     the static checks: no library GEMM in a Triton file, no escape hatch in a .cu
+  static/       the static checks: no library GEMM in a Triton file, no escape hatch in a .cu
   judge.py      the parent's side: every output judged here, by verify()'s rules, into points
   perf.py       the timing of a correct kernel beside the course's reference, and the curve
   report.py     grades.csv, Gradescope's results.json, and the schema both are checked against

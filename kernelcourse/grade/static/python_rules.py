@@ -1,12 +1,4 @@
-"""Static checks: what a submission's source may use, decided before any of it runs.
-
-Fresh inputs, poisoned outputs and a reference the child never holds catch every answer
-that is wrong. They cannot catch an answer that is right for the wrong reason: a library
-GEMM (torch.matmul, cuBLAS, a BLAS found in the process) in place of the student's kernel.
-That cheat is visible only in the source, so here the honest defence is a static check,
-and the report says so.
-
-The Triton file is parsed (never imported) and held to an allowlist:
+"""The Triton file is parsed (never imported) and held to an allowlist:
   * imports: kernelcourse (bare), torch, triton, triton.language, math, typing;
   * no eval/exec/compile/__import__/open/getattr/globals/vars..., no name or attribute
     starting with an underscore (no torch._C, no __dict__, no __class__), no class, no
@@ -18,20 +10,12 @@ The Triton file is parsed (never imported) and held to an allowlist:
     stride/shape/size/numel/dtype/device: the arithmetic has to happen in a kernel;
   * inside @triton.jit functions (which the interpreter runs as Python), no name bound to
     torch, math or kernelcourse, and calls only to tl.* and other jit functions.
-
-The C kernel's source may include nothing but "portable.h" and holds no inline assembly
-(which would reach any system call) and no token pasting (which could spell a forbidden
-name). On the cpu backend the kernel is native code in the grader's child, so there the
-object file is also compiled alone and every symbol it imports must be on an allowlist
-(libm, memcpy/memset, printf): a call to system(), fopen(), dlsym() or cblas_sgemm() is
-seen whatever macros spelled it. Under NVRTC (the GPU) device code cannot call host code.
-What no static check sees: a kernel that walks its own process's memory to find a library
-routine by hand and jumps to it; GRADING.md says so.
 """
 from __future__ import annotations
 
 import ast
-import re
+
+from .errors import Refused
 
 BANNED_NAMES = {"eval", "exec", "compile", "__import__", "open", "getattr", "setattr", "delattr",
                 "globals", "locals", "vars", "breakpoint", "input", "memoryview", "dir",
@@ -46,10 +30,6 @@ HOST_ATTRIBUTES = {"stride", "shape", "size", "numel", "dtype", "device", "is_co
 HOST_BUILTINS = {"range", "len", "int", "float", "bool", "str", "min", "max", "abs", "round",
                  "isinstance", "print", "tuple", "divmod"}
 JIT_BUILTINS = {"range", "min", "max", "int", "float", "len", "print"}
-
-
-class Refused(Exception):
-    """A submission's source uses something the grader does not allow; the message says what."""
 
 
 # ------------------------------------------------------------------------- the Triton file
@@ -215,43 +195,3 @@ class _Triton(ast.NodeVisitor):
     def visit_comprehension(self, node):
         self._iteration(node.iter, node.iter)
         self.generic_visit(node)
-
-
-# ------------------------------------------------------------------------------ the C file
-
-SOURCE_RULES = (
-    (r"^[ \t]*#[ \t]*include\b(?![ \t]*\"portable\.h\"[ \t]*$)",
-     "includes a header other than \"portable.h\" (the one prelude a kernel needs)"),
-    (r"\basm\b|\b__asm__\b|\b__asm\b", "holds inline assembly"),
-    (r"##|\b_Pragma\b", "pastes tokens (## or _Pragma), which could spell a forbidden name"),
-    (r"\b__attribute__\s*\(\(\s*(?:constructor|destructor)", "runs code when it is loaded"),
-)
-# What the object file of a kernel compiled alone may import: the math library, memory
-# copies the compiler emits, printf for debugging, the stack protector.
-SYMBOLS = set("""
-memcpy memset memmove printf puts putchar __printf_chk __stack_chk_fail _GLOBAL_OFFSET_TABLE_
-sqrt sqrtf cbrt cbrtf exp expf exp2 exp2f expm1 expm1f log logf log2 log2f log10 log10f log1p
-log1pf pow powf fma fmaf fabs fabsf fmin fminf fmax fmaxf floor floorf ceil ceilf round roundf
-trunc truncf rint rintf lrint lrintf lround lroundf fmod fmodf remainder remainderf sin sinf
-cos cosf tan tanf asin asinf acos acosf atan atanf atan2 atan2f sinh sinhf cosh coshf tanh
-tanhf erf erff erfc erfcf hypot hypotf ldexp ldexpf frexp frexpf modf modff copysign copysignf
-nextafter nextafterf
-""".split())
-
-
-def check_c_source(text: str, filename: str) -> None:
-    """Raise Refused for the first rule the kernel's source breaks (comments ignored)."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
-    for pattern, what in SOURCE_RULES:
-        if match := re.search(pattern, code, re.M):
-            line = code.count("\n", 0, match.start()) + 1
-            raise Refused(f"{filename}, line {line}: {what}")
-
-
-def check_symbols(symbols: list[str], filename: str) -> None:
-    """Raise Refused if the kernel's object imports a symbol that is not on the allowlist."""
-    foreign = sorted(set(symbols) - SYMBOLS)
-    if foreign:
-        raise Refused(f"{filename} calls {', '.join(foreign[:5])}: on the cpu backend a kernel "
-                      "may call only math functions, memcpy/memset and printf (no library GEMM, "
-                      "no files, no processes)")
