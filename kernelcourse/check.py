@@ -29,7 +29,9 @@ and, optionally (exercise 01 uses them; 03 does not):
 
 A case that runs C kernels takes its backend from `c_backend()` (the `--backend` the student
 chose; `auto` by default) and its suite from `suite_for(backend)`, which is small under the
-sanitizer.
+sanitizer. While a case runs, `progress(text)` tells the parent where it is (shape 3 of 11),
+which the check shows, so that a slow or hung case is never silence; a C kernel that failed
+on the cpu backend gets `compiler_warnings(source, defines)`, the compiler's warnings on it.
 
 `--solution` checks the solved twin in solutions/NN-name/ against the same checks.py,
 `--folder DIR` checks the files in DIR (an instructor's copy, a test's known-wrong variant),
@@ -46,11 +48,15 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
+import selectors
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +66,11 @@ OUTPUT_LIMIT = 16 << 20          # bytes the student's code may print (or write 
 BACKENDS = ("auto", "cpu", "cuda", "hip")
 BACKEND_VAR = "KERNELCOURSE_CHECK_BACKEND"      # parent to child: the --backend chosen
 SANITIZER_VAR = "KERNELCOURSE_CHECK_SANITIZER"  # parent to child: the tool it runs under
+LAUNCH_VAR = "KERNELCOURSE_CHECK_LAUNCH_LIMIT"  # parent to child: seconds a cpu-backend launch may run
+LAUNCH_LIMIT_S = 60      # a hung launch on the cpu backend is stopped after this, or after
+                         # a quarter of the child's time limit where that is less
+SLOW_S = 10              # a case step (a shape) running this long is said to be running
+WARNING_FLAGS = ("-Wall", "-Wextra", "-Wshadow")   # what compiler_warnings asks for
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,8 @@ def c_backend():
     """Child side: the backend the C kernels run on, and a line saying what that is."""
     from kernelcourse.backends import get_backend
     backend = get_backend(os.environ.get(BACKEND_VAR, "auto"))
+    if backend.name == "cpu" and os.environ.get(LAUNCH_VAR):
+        backend.timeout_s = float(os.environ[LAUNCH_VAR])
     device = getattr(backend, "device", None)
     where = " (CPU emulation)" if backend.name == "cpu" else f" ({device.name})" if device else ""
     return backend, f"C kernel on the {backend.name} backend{where}"
@@ -118,19 +131,52 @@ def suite_for(backend):
     return gemm.CPU_SUITE if sanitizer_tool() else gemm.default_suite(backend.on_gpu)
 
 
+def progress(text: str, limit: str = "") -> None:
+    """Child side: where the running case is (e.g. 'shape 3 of 11, 389x17x33') and what limits
+    it (e.g. 'a launch is stopped after 60 s'), for the parent to show while it waits. Outside
+    a check's child (the notebook, the grader) it does nothing."""
+    if _channel is not None:
+        _send(progress=text, limit=limit)
+
+
+def compiler_warnings(source: Path, defines: dict) -> list[str]:
+    """Child side: the compiler's warnings on a C kernel file, as 'tiled.cu:35: warning:
+    declaration of 'acc' shadows a previous local [-Wshadow]', with their notes, those on the
+    file's own lines only. The file is compiled once more, alone, with the cpu backend's flags
+    for it and WARNING_FLAGS: the optimiser runs (-O2 is among them), so that warnings which
+    need it (-Wmaybe-uninitialized) come too, and the object is thrown away: the build that
+    ran is never changed."""
+    from kernelcourse.backends.cpu import _compiler, build_flags, kernel_unit
+    from kernelcourse.source import KernelSource
+    src = KernelSource.load(Path(source))
+    with tempfile.TemporaryDirectory() as scratch:
+        (Path(scratch) / "kernel.cpp").write_text(kernel_unit(src))
+        said = subprocess.run([_compiler(), *build_flags(defines, WARNING_FLAGS), "-c", "kernel.cpp",
+                               "-o", os.devnull], capture_output=True, text=True, cwd=scratch,
+                              env=dict(os.environ, LC_ALL="C")).stderr
+    line = re.compile(rf"^{re.escape(src.filename)}:(\d+):\d+: (warning|note): (.*)$", re.M)
+    shown = (f"{Path(src.filename).name}:{m[1]}: {m[2]}: {m[3]}" for m in line.finditer(said))
+    return list(dict.fromkeys(shown))
+
+
+_channel = None          # child side: the private copy of stdout that carries the results
+
+
+def _send(**message) -> None:
+    _channel.write(json.dumps(message, default=_plain) + "\n")
+    _channel.flush()
+
+
 def _child(exercise: Path, folder: Path) -> int:
     """Load the student's files, run the cases named on stdin, one JSON line per event."""
-    results = os.fdopen(os.dup(1), "w")      # a private copy of stdout carries the results;
+    global _channel
+    _channel = os.fdopen(os.dup(1), "w")     # a private copy of stdout carries the results;
     os.dup2(2, 1)                            # what the student's code prints goes to stderr
     try:
         import resource
         resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
     except (ImportError, ValueError, OSError):
         pass
-
-    def send(**message):
-        results.write(json.dumps(message, default=_plain) + "\n")
-        results.flush()
 
     spec = description(exercise)
     indices = json.loads(sys.stdin.read())
@@ -140,16 +186,16 @@ def _child(exercise: Path, folder: Path) -> int:
     try:
         loaded = spec.load(folder)
     except BaseException as exc:             # SyntaxError, ImportError, SystemExit, ...
-        send(load_error=explain(exc, folder))
+        _send(load_error=explain(exc, folder))
         return 0
     for i in indices:
-        send(start=i)
+        _send(start=i)
         try:
             value = spec.run(loaded, spec.CASES[i])
         except BaseException as exc:
-            send(case=i, error=explain(exc, folder), todo=isinstance(exc, NotImplementedError))
+            _send(case=i, error=explain(exc, folder), todo=isinstance(exc, NotImplementedError))
         else:
-            send(case=i, value=value)
+            _send(case=i, value=value)
     return 0
 
 
@@ -192,33 +238,106 @@ def description(exercise: Path, file: str = "checks.py"):
     return module
 
 
+class Progress:
+    """What the parent shows while a child runs, from the child's progress() messages: on a
+    terminal, one status line rewritten in place (with the seconds a slow step has taken);
+    elsewhere (a log, a pipe), a line only when one step has run SLOW_S seconds, so that a
+    slow or hung case is said, never silence."""
+
+    def __init__(self, names: list[str], time_limit: float, out=None):
+        self.names, self.time_limit, self.out = names, time_limit, out or sys.stdout
+        self.live = self.out.isatty()
+        self.case = self.step = None
+        self.limit, self.since, self.said = "", time.monotonic(), False
+
+    def update(self, case: int, step: str, limit: str) -> None:
+        self.case, self.step, self.limit = case, step, limit
+        self.since, self.said = time.monotonic(), False
+        if self.live:
+            self._status("")
+
+    def tick(self) -> None:
+        """Called while no message comes: say that a step is taking long (once, off a terminal)."""
+        waited = time.monotonic() - self.since
+        if self.step is None or waited < SLOW_S or (self.said and not self.live):
+            return
+        running = (f": still running after {waited:.0f} s ({self.limit + ', ' if self.limit else ''}"
+                   f"the check stops after {self.time_limit:g} s)")
+        if self.live:
+            self._status(running)
+        else:
+            self.said = True
+            self._write(f"  ...   {self.names[self.case]}: {self.step}{running}\n")
+
+    def where(self) -> str:
+        """Where the child was when it stopped: ', on shape 3 of 11, 389x17x33 (...)'."""
+        return f", on {self.step}" if self.step else ""
+
+    def close(self) -> None:
+        if self.live:
+            self._write("\r\033[K")
+
+    def _status(self, running: str) -> None:
+        width = shutil.get_terminal_size().columns - 1      # one line: \r rewrites only that
+        self._write(f"\r\033[K{f'  ...   {self.names[self.case]}: {self.step}{running}'[:width]}")
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+
 def _run_child(exercise: Path, folder: Path, indices: list[int], time_limit: float,
-               wrap: tuple[str, ...], env: dict):
+               wrap: tuple[str, ...], env: dict, shown: Progress | None = None):
     """One child over `indices` (its command line after `wrap`, e.g. a sanitizer's): the
-    messages it sent, and why it ended early (None: it did not)."""
+    messages it sent, why it ended early (None: it did not), and its last printed output.
+    Its messages are read as they come, so that `shown` can show its progress."""
     env = dict(os.environ, **env,
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    messages, pending = [], b""
     with tempfile.TemporaryFile() as log:
         child = subprocess.Popen([*wrap, sys.executable, "-m", "kernelcourse.check", "--child",
                                   str(exercise), str(folder)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=REPO,
-                                 env=env, start_new_session=True, text=True)
+                                 env=env, start_new_session=True)
         try:
-            out, _ = child.communicate(json.dumps(indices), timeout=time_limit)
-            ended = None if child.returncode == 0 else _exit_status(child.returncode)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)    # the child and anything it started
-            out, _ = child.communicate()
-            ended = f"time limit: still running after {time_limit:g} s (an endless loop?)"
+            child.stdin.write(json.dumps(indices).encode())
+            child.stdin.close()
+        except BrokenPipeError:
+            pass                                           # it died at once: said below
+        deadline, ended = time.monotonic() + time_limit, None
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(child.stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    os.killpg(child.pid, signal.SIGKILL)    # the child and anything it started
+                    ended = f"time limit: still running after {time_limit:g} s (an endless loop?)"
+                    break
+                if not waiting.select(min(left, 1.0)):
+                    if shown:
+                        shown.tick()
+                    continue
+                chunk = os.read(child.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break                                  # the child closed its stdout: done
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    try:
+                        message = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue                           # not the check's: nothing to read
+                    if "progress" in message:
+                        if shown and messages and "start" in messages[-1]:
+                            shown.update(messages[-1]["start"], message["progress"], message.get("limit", ""))
+                    else:
+                        messages.append(message)
+        child.stdout.close()
+        code = child.wait()
+        if ended is None and code != 0:
+            ended = _exit_status(code)
         log.seek(0, os.SEEK_END)
         log.seek(max(0, log.tell() - 1500))
         printed = log.read().decode(errors="replace")
-    messages = []
-    for line in out.splitlines():
-        try:
-            messages.append(json.loads(line))
-        except json.JSONDecodeError:
-            break                              # a line cut short when the child was killed
     return messages, ended, printed
 
 
@@ -229,14 +348,18 @@ def _exit_status(code: int) -> str:
 
 
 def run_cases(exercise: Path, folder: Path, time_limit: float, indices: list[int] | None = None,
-              wrap: tuple[str, ...] = (), env: dict | None = None):
+              wrap: tuple[str, ...] = (), env: dict | None = None, show: bool = False):
     """Every case's outcome ({'value': v}, {'error': line, 'todo': bool} or {'ended': why}),
-    or the reason the files could not be loaded at all. `indices`: only these cases."""
+    or the reason the files could not be loaded at all. `indices`: only these cases; `show`:
+    show the children's progress while they run."""
     spec = description(exercise)
     outcomes: dict[int, dict] = {}
     pending = list(range(len(spec.CASES))) if indices is None else list(indices)
+    shown = Progress([case.name for case in spec.CASES], time_limit) if show else None
     while pending:
-        messages, ended, printed = _run_child(exercise, folder, pending, time_limit, wrap, env or {})
+        messages, ended, printed = _run_child(exercise, folder, pending, time_limit, wrap, env or {}, shown)
+        if shown:
+            shown.close()
         running = None
         for message in messages:
             if "load_error" in message:
@@ -252,8 +375,8 @@ def run_cases(exercise: Path, folder: Path, time_limit: float, indices: list[int
             why = ended or "the process ended without a word"
             tail = "" if ended and ended.startswith("time limit") else f"\nits last output:\n{printed}"
             return outcomes, f"{', '.join(spec.FILES)} did not load: {why}{tail}"
-        outcomes[running] = {"ended": ended or "the process exited (code 0) in the middle of "
-                                               "this case: os._exit(0)?"}
+        outcomes[running] = {"ended": (ended or "the process exited (code 0) in the middle of "
+                                                "this case: os._exit(0)?") + (shown.where() if shown else "")}
         name = spec.CASES[running].name        # the rest of that function would do the same
         for i in pending:
             if i not in outcomes and spec.CASES[i].name == name:
@@ -271,7 +394,8 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None, backend
           sanitize: bool = False) -> int:
     """Check the student's files in `folder` against `exercise`'s checks.py; print; 0 is PASS."""
     spec = description(exercise)
-    env = {BACKEND_VAR: backend}
+    time_limit = time_limit or spec.TIME_LIMIT_S
+    env = {BACKEND_VAR: backend, LAUNCH_VAR: f"{min(LAUNCH_LIMIT_S, time_limit / 4):g}"}
     shown = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
     missing = [name for name in spec.FILES if not (folder / name).is_file()]
     if missing:
@@ -280,8 +404,7 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None, backend
         return 1
     print(f"Checking {shown}/{', '.join(spec.FILES)} (exercise {exercise.name})\n")
     before = _digest(folder, spec.FILES)
-    time_limit = time_limit or spec.TIME_LIMIT_S
-    outcomes, load_error = run_cases(exercise, folder, time_limit, env=env)
+    outcomes, load_error = run_cases(exercise, folder, time_limit, env=env, show=True)
     problems = [load_error] if load_error else []
     if _digest(folder, spec.FILES) != before:
         problems.append("your files changed while they were checked: something in them writes "
@@ -331,6 +454,10 @@ def check(exercise: Path, folder: Path, time_limit: float | None = None, backend
         if detail and "value" in outcomes[spec.CASES.index(case)]:
             print(f"  FAIL  {name:24} [{case.label}]")
             _print_lines(detail(case, outcomes[spec.CASES.index(case)]["value"], folder))
+            continue
+        if detail:                             # a report of its own, cut short: say why and where
+            print(f"  FAIL  {name:24} [{case.label}]")
+            _print_lines([f"stopped: {got}" if "ended" in outcomes[spec.CASES.index(case)] else got])
             continue
         print(f"  FAIL  {name:24} {case.call()}" + (f"   [{case.label}]" if case.label else ""))
         print(f"          expected  {show(case.expected, case.unit)}")
@@ -461,4 +588,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as the module kernelcourse.check itself, not as a second copy named __main__: the
+    # exercises' checks.py import it, and a child's progress() must find the channel _child set.
+    from kernelcourse.check import main as run_as_the_module
+    raise SystemExit(run_as_the_module())

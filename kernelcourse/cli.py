@@ -2,7 +2,7 @@
 
   doctor            what is installed, which GPU and arch, which backends work, and how
                     to fix each one that does not
-  run-lab NN        run labs/NN-*/lab.py (--backend auto|cuda|hip|triton, --size N)
+  run-lab NN        run labs/NN-*/lab.py (--backend auto|cuda|hip|cpu|triton, --size N)
   bench-library     time the vendor library through the harness beside torch.matmul timed
                     on its own, to show the harness measures what everyone else measures
   resources         compile every rung of the ladder for sm_90 and gfx90a (no GPU needed)

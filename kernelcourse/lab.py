@@ -2,7 +2,9 @@
 
 A lab is run three ways: `make run-lab LAB=NN BACKEND=... SIZE=...`, `python
 labs/NN-name/lab.py`, or as a notebook. Options therefore travel as environment
-variables (KC_BACKEND, KC_SIZE), which all three can set.
+variables (KC_BACKEND, KC_SIZE), which all three can set. A BACKEND this machine cannot
+run, or one that runs none of the lab's kernels, stops the lab at once with one line that
+says why (options() raises SystemExit: the run exits with status 1).
 """
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import get_backend
+from .backends import BACKENDS, get_backend
 from .backends.compile_only import CompilerNotFound, ResourceUsage, compile_for
-from .device import detect
+from .device import DeviceDetectionError, detect
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
+KINDS = ("c", "triton")          # what a lab may run: the .cu kernels, the Triton twins
+GPU_VENDOR = {"cuda": "nvidia", "hip": "amd"}
 
 
 @dataclass
@@ -32,10 +36,45 @@ class LabOptions:
         return (kind == "triton") == (self.backend == "triton")
 
 
-def options(gpu_size: int = 4096, cpu_size: int = 128) -> LabOptions:
+def options(gpu_size: int = 4096, cpu_size: int = 128, kinds: tuple[str, ...] = KINDS) -> LabOptions:
+    """This run's options. `kinds`: what the lab runs ('c', 'triton'); a BACKEND that cannot
+    run here, or runs none of them, stops the lab with one line (SystemExit)."""
+    backend = os.environ.get("KC_BACKEND", "auto") or "auto"
+    why = refusal(backend, kinds)
+    if why:
+        raise SystemExit(f"BACKEND={backend}: {why}")
     on_gpu = detect().is_gpu
     size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if on_gpu else cpu_size)
-    return LabOptions(os.environ.get("KC_BACKEND", "auto") or "auto", size, on_gpu)
+    return LabOptions(backend, size, on_gpu)
+
+
+def refusal(backend: str, kinds: tuple[str, ...] = KINDS) -> str | None:
+    """Why a lab that runs `kinds` cannot run with `backend` on this machine, in a phrase;
+    None when it can."""
+    if backend != "auto" and backend not in BACKENDS:
+        return f"unknown backend: choose auto, {', '.join(BACKENDS)}"
+    if backend == "triton" and "triton" not in kinds:
+        return ("this lab's kernels are C only, with no Triton twin (lab 05 is the Triton "
+                "GEMM): BACKEND=auto, cuda, hip or cpu runs them")
+    try:
+        vendor = detect().vendor
+    except DeviceDetectionError as exc:
+        return f"{str(exc).splitlines()[0]} (make doctor says more)"
+    if backend in GPU_VENDOR and vendor != GPU_VENDOR[backend]:
+        return f"no {GPU_VENDOR[backend].upper()} GPU here (make doctor says what is)"
+    # the backends the run will use must start: a package missing, a CPU of another kind
+    from .backends.cpu import UnsupportedMachine
+    needed = [backend] if backend != "auto" else ["auto" if k == "c" else k for k in kinds]
+    for name in needed:
+        try:
+            get_backend(name)
+        except UnsupportedMachine as exc:
+            if name != "auto" or kinds == ("c",):
+                return str(exc)
+        except Exception as exc:
+            lines = str(exc).strip().splitlines() or [type(exc).__name__]
+            return f"{lines[0]} (make doctor says what is missing and how to fix it)"
+    return None
 
 
 def c_backend(opts: LabOptions):

@@ -6,6 +6,7 @@ them all on the same matrices: one table, and a roofline with measured ceilings.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -50,29 +51,45 @@ def impls(rung: Rung, opts: LabOptions) -> list[GemmImpl]:
 def check(impl: GemmImpl, rung: Rung) -> Report:
     """verify() on the suite for where impl runs. In Triton's CPU interpreter programs run
     one at a time, so a race cannot show and a single run per shape is enough; the cpu
-    backend's C kernels get the whole CPU suite, repeated, because there races do show."""
+    backend's C kernels get the whole CPU suite, repeated, because there races do show.
+    On the cuda backend each launch runs isolated (a child process, its own GPU context), so
+    that a kernel's fault is its verdict and leaves the lab's context for the next one; the
+    cpu backend runs every launch in a child of its own anyway."""
     if impl.backend.name == "triton" and not impl.backend.on_gpu:
         return verify(impl, suite=rung.interpreter_suite, repeats=1)
-    return verify(impl)
+    isolated = getattr(impl.backend, "isolated", contextlib.nullcontext)
+    with isolated():
+        return verify(impl)
 
 
-def library(opts: LabOptions) -> GemmImpl:
-    """The vendor library (fp32, no TF32) on this run's backend."""
-    return bench.library_impl(lead_backend(opts))
+def library(opts: LabOptions, dtype: str = "fp32") -> GemmImpl:
+    """The vendor library in `dtype` (fp32: no TF32) on this run's backend."""
+    return bench.library_impl(lead_backend(opts), dtype)
 
 
 def benchmark(rung: Rung, opts: LabOptions, variants: tuple[dict, ...] = ()) -> list[bench.Timing]:
     """On a GPU, the rung (and its C kernel built with each dict of defines in `variants`)
     against the library at opts.size; with no GPU, the C kernel on the cpu backend and the
     twin in the interpreter at opts.size (wall clock, labelled: not GPU performance)."""
-    n = opts.size
     found = impls(rung, opts)
     cb = c_backend(opts)
     if cb is not None:
         found[1:1] = [rung.c_impl(cb, **d) for d in variants]
-    if lead_backend(opts).on_gpu:
-        return bench.compare(found, n, n, n, library=library(opts), **rung.bench_kwargs)
-    return [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+    return timed(found, opts, **rung.bench_kwargs)
+
+
+def timed(found: list[GemmImpl], opts: LabOptions, library_dtype: str = "fp32",
+          sizes: tuple[int, ...] = (), **bench_kwargs) -> list[bench.Timing]:
+    """On a GPU, every impl of `found` against the library in `library_dtype`, at each of
+    `sizes` (opts.size by default), with bench.compare's `bench_kwargs`. With no GPU, each
+    impl at opts.size only, a few repeats: wall clock, labelled (the cpu backend's emulation,
+    the interpreter), never GPU performance, and no library to compare with."""
+    n = opts.size
+    if not lead_backend(opts).on_gpu:
+        return [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+    lib = library(opts, library_dtype)
+    return [t for size in sizes or (n,) for t in bench.compare(found, size, size, size, library=lib,
+                                                               **bench_kwargs)]
 
 
 def save_gpu_result(name: str, payload: dict, opts: LabOptions, backend=None,

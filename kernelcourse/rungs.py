@@ -15,6 +15,7 @@ two: `SIMT_TOP`), so no launch code is copied anywhere.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
 import math
 import sys
@@ -168,7 +169,11 @@ class Rung:
                              "warps and pipelines the K loop itself (num_warps, num_stages), "
                              "so this rung's technique has no Triton spelling; lab 05's "
                              "kernels are the Triton side of it")
-        name = f"kernelcourse_twin_{self.name}"
+        # One module per file and per text: a rung copied onto another file (a student's,
+        # a known-wrong variant) never gets the module of the file it was copied from.
+        path = Path(self.twin).resolve()
+        digest = hashlib.sha256(str(path).encode() + b"\0" + path.read_bytes()).hexdigest()[:16]
+        name = f"kernelcourse_twin_{self.name}_{digest}"
         if name not in sys.modules:
             spec = importlib.util.spec_from_file_location(name, self.twin)
             module = importlib.util.module_from_spec(spec)

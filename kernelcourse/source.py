@@ -75,7 +75,7 @@ class KernelSource:
             path = Path(source)
             if not path.is_file():
                 raise FileNotFoundError(f"kernel source {path} does not exist")
-            return cls(path.read_text(), _display_name(path))
+            return cls(decode(path.read_bytes()), _display_name(path))
         return cls(str(source), "kernel.cu")
 
     def entry_points(self) -> dict[str, list[Param]]:
@@ -97,9 +97,21 @@ class KernelSource:
         headers = [p.read_text() for p in sorted(KERNEL_INCLUDE_DIR.glob("*.h"))]
         h = hashlib.sha256()
         for piece in (self.text, *headers, *parts):
-            h.update(piece.encode())
+            h.update(encode(piece))
             h.update(b"\0")
         return h.hexdigest()[:32]
+
+
+def decode(data: bytes) -> str:
+    """A kernel file's text. A C compiler takes any bytes in a comment or a string (a Latin-1
+    accent, say), so every byte survives: one that is not UTF-8 becomes a lone surrogate
+    (surrogateescape), and encoding the text the same way gives back the file's bytes."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    """decode()'s inverse: the bytes a compiler is given, the file's own bytes."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def bf16_build(defines: dict | None) -> bool:

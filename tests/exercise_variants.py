@@ -8,6 +8,14 @@ edit whose text is not found exactly once in its base stops the test that applie
 `cpu_right`, where set, is how many of the CPU suite's 11 shapes it gets right on the cpu
 backend (what labs/02-tiled's README says it does). `gpu_passes`, where set, says why the plain check on a GPU may pass the variant (its test on
 the cuda backend is then skipped, with that reason, and another test covers it).
+`shows` are lines of the variant's file (their text, stripped; the line with the mistake
+among them) that the report's "look at" must list; `says`, phrases its diagnosis must hold;
+`warns`, warning options whose warnings the compiler must give on a line of `shows`.
+
+EXERCISE_01 is what the other tests check and grade; DIAGNOSED_01 holds more mistakes, of
+every cause verify() names, for the diagnosis table's own test (tests/test_diagnosis.py):
+that test reads both, and each cause has at least two variants of those written for it (a
+C one, and a Triton one where Triton has the mistake) whose `shows` is set.
 """
 from __future__ import annotations
 
@@ -23,6 +31,9 @@ class Variant:
     edits: tuple[tuple[str, str], ...]         # (text in the base, what replaces it)
     cpu_right: int | None = None
     gpu_passes: str = ""
+    shows: tuple[str, ...] = ()
+    says: tuple[str, ...] = ()
+    warns: tuple[str, ...] = ()
 
     def apply(self, base: str) -> str:
         for old, new in self.edits:
@@ -37,6 +48,25 @@ ZERO_FILLED_LOADS = (
     ("Bs[ty][tx] = (b_row < K && col < N) ? B[(size_t)b_row * N + col] : 0.0f;",
      "if (b_row < K && col < N) Bs[ty][tx] = B[(size_t)b_row * N + col];"),
 )
+
+# Lines of the solution that the variants below edit, as the solution has them.
+A_LOAD, B_LOAD = (zero_filled for zero_filled, _ in ZERO_FILLED_LOADS)
+ACC = "    float acc = 0.0f;\n"
+A_COL = "        const int a_col = k0 + tx;"
+K_LOOP = "    for (int k0 = 0; k0 < K; k0 += TILE) {"
+WHILE_LOOP = "    int k0 = 0;\n    while (k0 < K) {"
+PRODUCT = "acc += As[ty][k] * Bs[k][tx];"
+GRID = "grid = (triton.cdiv(N, tile), triton.cdiv(M, tile))"
+BARRIER_1 = ("        // Barrier 1, read-after-write: no thread may read the tiles until every\n"
+             "        // thread has written its slot of them.\n"
+             "        __syncthreads();\n")
+BARRIER_2 = ("        // Barrier 2, write-after-read: no thread may overwrite the tiles with\n"
+             "        // the next step's data while another thread is still reading these.\n"
+             "        __syncthreads();\n")
+STORE = "    if (row < M && col < N)\n        C[(size_t)row * N + col] = acc;"
+DOT = 'acc = tl.dot(a, b, acc, input_precision="ieee")'
+A_ADVANCE = "        a_ptrs += TILE * stride_ak                        # slide both pieces along K\n"
+STORE_MASK = "             mask=(rows[:, None] < M) & (cols[None, :] < N))"
 
 # Exercise 01: the solution (labs/02-tiled's kernel and twin) with one mistake each.
 EXERCISE_01 = (
@@ -82,6 +112,194 @@ EXERCISE_01 = (
             "the twin's load masks without their k < K half",
             (("mask=(rows[:, None] < M) & (k[None, :] < K)", "mask=(rows[:, None] < M)"),
              ("mask=(k[:, None] < K) & (cols[None, :] < N)", "mask=(cols[None, :] < N)"))),
+    # The TODOs all written, yet C comes out 0: a second acc inside the loop takes the sums.
+    Variant("acc_shadowed_in_loop", "tiled.cu", "accumulator",
+            "a second `float acc` declared inside the K loop",
+            ((A_COL, "        float acc = 0.0f;\n" + A_COL),),
+            shows=("float acc = 0.0f;",), says=("a second `float acc`",), warns=("-Wshadow",)),
+    # The guard is there; the index under it is wrong (B's row stride is N): it reads past B.
+    Variant("b_row_stride_k", "tiled.cu", "crash", "B indexed with a row stride of K, not N",
+            (("B[(size_t)b_row * N + col]", "B[(size_t)b_row * K + col]"),),
+            shows=("Bs[ty][tx] = (b_row < K && col < N) ? B[(size_t)b_row * K + col] : 0.0f;",),
+            says=("under its guard", "the index is wrong", "right on the square shapes only")),
+    # Two threads write one slot of the A tile: only where a thread is out of range.
+    Variant("a_tile_transposed_in_else", "tiled.cu", "write_conflict",
+            "the A tile's zero-fill writes As[tx][ty], the load As[ty][tx]",
+            ((A_LOAD, "if (row < M && a_col < K) As[ty][tx] = A[(size_t)row * K + a_col];\n"
+                      "        else As[tx][ty] = 0.0f;"),),
+            shows=("else As[tx][ty] = 0.0f;",), says=("never on a shape where every thread is in range",)),
+    # A while loop whose step is half a tile: every k but the first half-tile counted twice.
+    Variant("k_loop_while_half_step", "tiled.cu", "k_loop", "a while loop that steps k0 by TILE / 2",
+            ((K_LOOP, WHILE_LOOP), (BARRIER_2, BARRIER_2 + "        k0 += TILE / 2;\n")),
+            shows=("while (k0 < K) {", "k0 += TILE / 2;"), says=("counted once",)),
+    # The A pointers advance twice a step: the pattern of the K loop, in Triton too.
+    Variant("a_advanced_twice_triton", "tiled_triton.py", "k_loop", "the A pointers advance twice per K step",
+            ((A_ADVANCE, A_ADVANCE + "        a_ptrs += TILE * stride_ak\n"),),
+            shows=("a_ptrs += TILE * stride_ak",), says=("right on every shape whose K is at most 7",)),
+    # A doubled row offset reads past A under a right mask.
+    Variant("a_rows_offset_doubled_triton", "tiled_triton.py", "crash", "A's row offset doubled",
+            (("a_ptr + rows[:, None] * stride_am", "a_ptr + rows[:, None] * 2 * stride_am"),),
+            shows=("a_ptrs = a_ptr + rows[:, None] * 2 * stride_am + ks[None, :] * stride_ak",),
+            says=("has its mask", "the pointers are wrong under it")),
+)
+
+# More mistakes, of every cause, for the diagnosis table's test (tests/test_diagnosis.py).
+DIAGNOSED_01 = (
+    Variant("k0_never_advanced", "tiled.cu", "hang", "the K loop's step computes k0 + TILE and drops it",
+            (("k0 < K; k0 += TILE)", "k0 < K; k0 + TILE)"),),
+            shows=("for (int k0 = 0; k0 < K; k0 + TILE) {",), says=("had not finished after",),
+            warns=("-Wunused-value",)),
+    Variant("while_loop_without_advance", "tiled.cu", "hang", "a while loop over K that never advances k0",
+            ((K_LOOP, WHILE_LOOP),),
+            shows=("while (k0 < K) {",), says=("shape 1 of 11", "the 10 shapes after it were not run")),
+    Variant("early_return_outside_c", "tiled.cu", "barrier", "threads outside C return before the loop",
+            ((ACC, "    if (row >= M || col >= N)\n        return;\n" + ACC),),
+            shows=("if (row >= M || col >= N)", "return;")),
+    Variant("barrier_1_in_load_branch", "tiled.cu", "barrier",
+            "barrier 1 inside the A load's in-range branch",
+            ((A_LOAD, "if (row < M && a_col < K) {\n"
+                      "            As[ty][tx] = A[(size_t)row * K + a_col];\n"
+                      "            __syncthreads();\n"
+                      "        } else {\n"
+                      "            As[ty][tx] = 0.0f;\n"
+                      "        }"),
+             (BARRIER_1, "")),
+            shows=("if (row < M && a_col < K) {", "__syncthreads();")),
+    Variant("a_row_stride_m", "tiled.cu", "crash", "A indexed with a row stride of M, not K",
+            (("A[(size_t)row * K + a_col]", "A[(size_t)row * M + a_col]"),),
+            shows=("As[ty][tx] = (row < M && a_col < K) ? A[(size_t)row * M + a_col] : 0.0f;",),
+            says=("under its guard", "the index is wrong")),
+    Variant("b_read_before_its_guard", "tiled.cu", "crash", "the B load reads B before it tests the guard",
+            ((B_LOAD, "const float b = B[(size_t)b_row * N + col];\n"
+                      "        Bs[ty][tx] = (b_row < K && col < N) ? b : 0.0f;"),),
+            shows=("const float b = B[(size_t)b_row * N + col];",), says=("the guard is missing",)),
+    Variant("b_cols_offset_doubled_triton", "tiled_triton.py", "crash", "B's column offset doubled",
+            (("cols[None, :] * stride_bn", "cols[None, :] * 2 * stride_bn"),),
+            shows=("b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * 2 * stride_bn",),
+            says=("has its mask",)),
+    Variant("store_guard_row_only", "tiled.cu", "store_guard", "the store checks row < M only",
+            ((STORE, "    if (row < M)\n        C[(size_t)row * N + col] = acc;"),),
+            shows=("if (row < M)", "C[(size_t)row * N + col] = acc;")),
+    Variant("store_guard_col_only", "tiled.cu", "store_guard", "the store checks col < N only",
+            ((STORE, "    if (col < N)\n        C[(size_t)row * N + col] = acc;"),),
+            shows=("if (col < N)", "C[(size_t)row * N + col] = acc;")),
+    Variant("store_without_mask_triton", "tiled_triton.py", "store_guard", "the twin's store has no mask",
+            ((", acc,\n" + STORE_MASK, ", acc)"),),
+            shows=("tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc)",)),
+    Variant("store_mask_rows_only_triton", "tiled_triton.py", "store_guard",
+            "the twin's store masks rows only",
+            ((STORE_MASK, "             mask=(rows[:, None] < M))"),),
+            shows=("mask=(rows[:, None] < M))",)),
+    Variant("row_and_col_from_swapped_blockidx", "tiled.cu", "grid",
+            "row from blockIdx.x, col from blockIdx.y",
+            (("const int row = blockIdx.y * TILE + ty;", "const int row = blockIdx.x * TILE + ty;"),
+             ("const int col = blockIdx.x * TILE + tx;", "const int col = blockIdx.y * TILE + tx;")),
+            shows=("const int row = blockIdx.x * TILE + ty;", "const int col = blockIdx.y * TILE + tx;")),
+    Variant("row_from_tx", "tiled.cu", "grid", "the row taken from threadIdx.x",
+            (("const int row = blockIdx.y * TILE + ty;", "const int row = blockIdx.y * TILE + tx;"),),
+            shows=("const int row = blockIdx.y * TILE + tx;",)),
+    Variant("grid_rounded_down_triton", "tiled_triton.py", "grid", "the twin's grid rounded down",
+            ((GRID, "grid = (max(N // tile, 1), max(M // tile, 1))"),),
+            shows=("grid = (max(N // tile, 1), max(M // tile, 1))",)),
+    Variant("program_ids_swapped_triton", "tiled_triton.py", "grid",
+            "rows from program_id(0), cols from program_id(1)",
+            (("rows = tl.program_id(1)", "rows = tl.program_id(0)"),
+             ("cols = tl.program_id(0)", "cols = tl.program_id(1)")),
+            shows=("rows = tl.program_id(0) * TILE + tl.arange(0, TILE)",
+                   "cols = tl.program_id(1) * TILE + tl.arange(0, TILE)")),
+    Variant("acc_reset_each_step", "tiled.cu", "accumulator", "acc set to 0 at the top of every K step",
+            ((A_COL, "        acc = 0.0f;\n" + A_COL),),
+            shows=("acc = 0.0f;",), says=("the last K step only",)),
+    Variant("acc_reset_each_step_triton", "tiled_triton.py", "accumulator",
+            "the twin's acc set to zeros at every K step",
+            (("        k = k0 + ks\n",
+              "        k = k0 + ks\n        acc = tl.zeros((TILE, TILE), dtype=tl.float32)\n"),),
+            shows=("acc = tl.zeros((TILE, TILE), dtype=tl.float32)",), says=("the last K step only",)),
+    Variant("dot_result_dropped_triton", "tiled_triton.py", "accumulator",
+            "tl.dot's result kept under another name",
+            ((DOT, DOT.replace("acc = ", "acc_k = ")),),
+            shows=('acc_k = tl.dot(a, b, acc, input_precision="ieee")',), says=("exactly 0",)),
+    Variant("b_load_skips_write", "tiled.cu", "zero_fill", "the B tile load skips the write out of range",
+            ZERO_FILLED_LOADS[1:],
+            shows=("if (b_row < K && col < N) Bs[ty][tx] = B[(size_t)b_row * N + col];",)),
+    Variant("loads_without_k_guard", "tiled.cu", "zero_fill", "both tile loads guard M and N, not K",
+            (("(row < M && a_col < K) ?", "(row < M) ?"), ("(b_row < K && col < N) ?", "(col < N) ?")),
+            shows=("As[ty][tx] = (row < M) ? A[(size_t)row * K + a_col] : 0.0f;",
+                   "Bs[ty][tx] = (col < N) ? B[(size_t)b_row * N + col] : 0.0f;")),
+    Variant("other_one_triton", "tiled_triton.py", "zero_fill", "the twin's loads fill with 1.0, not 0.0",
+            (("(k[None, :] < K), other=0.0)", "(k[None, :] < K), other=1.0)"),
+             ("(cols[None, :] < N), other=0.0)", "(cols[None, :] < N), other=1.0)")),
+            shows=("a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (k[None, :] < K), other=1.0)",
+                   "b = tl.load(b_ptrs, mask=(k[:, None] < K) & (cols[None, :] < N), other=1.0)")),
+    Variant("k_mask_off_by_one_triton", "tiled_triton.py", "zero_fill",
+            "the twin's k masks let k == K through",
+            (("(k[None, :] < K)", "(k[None, :] <= K)"), ("(k[:, None] < K)", "(k[:, None] <= K)")),
+            shows=("a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (k[None, :] <= K), other=0.0)",)),
+    Variant("b_tile_transposed_in_if", "tiled.cu", "write_conflict",
+            "the B tile's load writes Bs[tx][ty], its zero-fill Bs[ty][tx]",
+            ((B_LOAD, "if (b_row < K && col < N) Bs[tx][ty] = B[(size_t)b_row * N + col];\n"
+                      "        else Bs[ty][tx] = 0.0f;"),),
+            shows=("if (b_row < K && col < N) Bs[tx][ty] = B[(size_t)b_row * N + col];",)),
+    Variant("barrier_1_after_the_products", "tiled.cu", "race", "barrier 1 moved after the inner product",
+            ((BARRIER_1, ""), (BARRIER_2, BARRIER_2 + "        __syncthreads();\n")),
+            shows=("__syncthreads();",)),
+    Variant("barrier_between_the_loads", "tiled.cu", "race", "barrier 1 between the A load and the B load",
+            ((BARRIER_1, ""), (B_LOAD, "__syncthreads();\n        " + B_LOAD)),
+            shows=("__syncthreads();",)),
+    Variant("acc_in_half", "tiled.cu", "precision", "the accumulator is an fp16 (f16) variable",
+            ((ACC, "    f16 acc = 0.0f;\n"), (PRODUCT, "acc = acc + f16(As[ty][k] * Bs[k][tx]);"),
+             ("C[(size_t)row * N + col] = acc;", "C[(size_t)row * N + col] = float(acc);")),
+            shows=("f16 acc = 0.0f;",), says=("fp16 accumulator",)),
+    Variant("operands_rounded_to_half", "tiled.cu", "precision", "each product of operands rounded to fp16",
+            ((PRODUCT, "acc += float(f16(As[ty][k])) * float(f16(Bs[k][tx]));"),),
+            shows=("acc += float(f16(As[ty][k])) * float(f16(Bs[k][tx]));",),
+            says=("operands rounded to tf32",)),
+    Variant("operands_fp16_triton", "tiled_triton.py", "precision", "the twin's dot on operands cast to fp16",
+            ((DOT, "acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)"),),
+            shows=("acc = tl.dot(a.to(tl.float16), b.to(tl.float16), acc)",), says=("operands rounded to tf32",)),
+    Variant("acc_fp16_triton", "tiled_triton.py", "precision", "the twin's accumulator in fp16",
+            (("dtype=tl.float32)       # the tile of C", "dtype=tl.float16)       # the tile of C"),
+             (DOT, 'acc = (acc + tl.dot(a, b, input_precision="ieee")).to(tl.float16)')),
+            shows=("acc = tl.zeros((TILE, TILE), dtype=tl.float16)       # the tile of C, fp32",),
+            says=("fp16 accumulator",)),
+    Variant("k_step_doubled", "tiled.cu", "k_loop", "the K loop steps 2 * TILE",
+            (("k0 < K; k0 += TILE)", "k0 < K; k0 += 2 * TILE)"),),
+            shows=("for (int k0 = 0; k0 < K; k0 += 2 * TILE) {",), says=("counted once",)),
+    Variant("k_bound_short_by_a_tile", "tiled.cu", "k_loop", "the K loop stops a tile early",
+            (("k0 < K; k0 += TILE)", "k0 < K - TILE; k0 += TILE)"),),
+            shows=("for (int k0 = 0; k0 < K - TILE; k0 += TILE) {",), says=("never",)),
+    Variant("k_step_doubled_triton", "tiled_triton.py", "k_loop", "the twin's K loop steps 2 * TILE",
+            (("for k0 in range(0, K, TILE):", "for k0 in range(0, K, 2 * TILE):"),),
+            shows=("for k0 in range(0, K, 2 * TILE):",)),
+    Variant("b_read_transposed", "tiled.cu", "indexing", "B read as if it were N x K",
+            (("B[(size_t)b_row * N + col]", "B[(size_t)col * K + b_row]"),),
+            shows=("Bs[ty][tx] = (b_row < K && col < N) ? B[(size_t)col * K + b_row] : 0.0f;",)),
+    Variant("a_read_transposed", "tiled.cu", "indexing", "A read as if it were K x M",
+            (("A[(size_t)row * K + a_col]", "A[(size_t)a_col * M + row]"),),
+            shows=("As[ty][tx] = (row < M && a_col < K) ? A[(size_t)a_col * M + row] : 0.0f;",)),
+    Variant("dot_operands_swapped_triton", "tiled_triton.py", "indexing", "the twin's tl.dot(b, a)",
+            ((DOT, DOT.replace("(a, b,", "(b, a,")),),
+            shows=('acc = tl.dot(b, a, acc, input_precision="ieee")',)),
+    Variant("a_tile_transposed_triton", "tiled_triton.py", "indexing",
+            "the twin's A tile transposed before the dot",
+            ((DOT, DOT.replace("(a, b,", "(tl.trans(a), b,")),),
+            shows=('acc = tl.dot(tl.trans(a), b, acc, input_precision="ieee")',)),
+    # A tile slot is read by the whole row (or column) of the block: guarded by the reading
+    # thread's own col (row), a slot another thread needs is zeroed in an edge block.
+    Variant("a_load_guarded_by_col", "tiled.cu", "edge", "the A load also tests this thread's col < N",
+            (("(row < M && a_col < K) ?", "(row < M && a_col < K && col < N) ?"),),
+            shows=("As[ty][tx] = (row < M && a_col < K && col < N) ? A[(size_t)row * K + a_col] : 0.0f;",)),
+    Variant("b_load_guarded_by_row", "tiled.cu", "edge", "the B load also tests this thread's row < M",
+            (("(b_row < K && col < N) ?", "(b_row < K && col < N && row < M) ?"),),
+            shows=("Bs[ty][tx] = (b_row < K && col < N && row < M) ? B[(size_t)b_row * N + col] : 0.0f;",)),
+    Variant("a_mask_with_cols_triton", "tiled_triton.py", "edge", "the twin's A mask also tests cols < N",
+            (("(k[None, :] < K), other=0.0)", "(k[None, :] < K) & (cols[None, :] < N), other=0.0)"),),
+            shows=("a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (k[None, :] < K) & (cols[None, :] < N), "
+                   "other=0.0)",)),
+    Variant("b_mask_with_rows_triton", "tiled_triton.py", "edge", "the twin's B mask also tests rows < M",
+            (("(cols[None, :] < N), other=0.0)", "(cols[None, :] < N) & (rows[:, None] < M), other=0.0)"),),
+            shows=("b = tl.load(b_ptrs, mask=(k[:, None] < K) & (cols[None, :] < N) & (rows[:, None] < M), "
+                   "other=0.0)",)),
 )
 
 # Exercise 02: the shipped kernel, with one of its two faults fixed; the other must still show.
@@ -102,7 +320,7 @@ def write(exercise: str, name: str, folder) -> None:
     """Exercise 01's solution (or 02's shipped kernel) with the variant `name`, in `folder`."""
     from pathlib import Path
     repo = Path(__file__).resolve().parent.parent
-    variant = next(v for v in (*EXERCISE_01, *EXERCISE_02) if v.name == name)
+    variant = next(v for v in (*EXERCISE_01, *DIAGNOSED_01, *EXERCISE_02) if v.name == name)
     base = (repo / "solutions" / "01-tiled-matmul" if exercise == "01"
             else repo / "exercises" / "02-ragged-dims")
     folder = Path(folder)

@@ -2,13 +2,16 @@
 each deliberately broken CUDA kernel is caught with the right diagnosis (`make test-gpu`)."""
 import pytest
 
+import dataclasses
 import shutil
 import subprocess
 import sys
 
+from kernelcourse import rungs
 from kernelcourse.args import ArgumentError
 from kernelcourse.backends.compile_only import CompileError
-from kernelcourse.gemm import GPU_SUITE
+from kernelcourse.gemm import GPU_SUITE, Shape, Suite
+from kernelcourse.lab import REPO
 from kernelcourse.verify import GemmImpl, verify
 from tiled_bugs import BUGS_CU, TILE, tiled
 from triton_gemm_bugs import launcher
@@ -100,3 +103,75 @@ def test_a_read_past_an_input_is_invisible_to_verify_and_caught_by_compute_sanit
                               sys.executable, "-c", READS_PAST_A], capture_output=True, text=True)
     assert checked.returncode == 7, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert "Invalid __global__ read" in checked.stdout
+
+
+# regblock.cu with its alignment test left out: every row of A is read as float4, so where K
+# is not a multiple of 4 a row starts 4, 8 or 12 bytes past a 16-byte boundary
+A_ALIGNED = "const bool a_aligned = K % 4 == 0 && (reinterpret_cast<size_t>(A) & 15) == 0;"
+MISALIGNED_SUITE = Suite("misaligned", 64, (
+    Shape(64, 64, 64, "aligned: every row of A starts on 16 bytes"),
+    Shape(128, 128, 147, "K ragged: row 1 of A starts 588 bytes in, 12 past a 16-byte boundary"),
+    Shape(128, 128, 128, "aligned again"),
+))
+MISALIGNED = "misaligned address: a vector load from an address that is not a multiple of 16"
+
+
+def misaligned_regblock(folder):
+    text = (REPO / "labs" / "03-regblock" / "regblock.cu").read_text()
+    assert text.count(A_ALIGNED) == 1
+    source = folder / "regblock.cu"
+    source.write_text(text.replace(A_ALIGNED, "const bool a_aligned = true;"))
+    return dataclasses.replace(rungs.RUNG["regblock"], source=source)
+
+
+def test_a_misaligned_float4_load_is_its_verdict_and_the_process_goes_on(cuda_backend, tmp_path):
+    """Isolated (ladder.check's way), the faulting launch runs in a child process: its shape
+    says what went wrong, the shapes after it run in a fresh child and pass, and this
+    process's own context still runs a correct kernel."""
+    impl = misaligned_regblock(tmp_path).c_impl(cuda_backend)
+    with cuda_backend.isolated():
+        report = verify(impl, MISALIGNED_SUITE, repeats=1, verbose=False)
+    aligned, ragged, again = report.results
+    assert aligned.passed and again.passed, str(report)
+    assert not report.passed and (ragged.crash or "").startswith(f"GpuFault: {MISALIGNED}"), str(report)
+    assert "in sgemm_regblock (grid" in ragged.crash and "cudaErrorMisalignedAddress" in ragged.crash
+    correct = verify(rungs.RUNG["tiled"].c_impl(cuda_backend), MISALIGNED_SUITE, repeats=1, verbose=False)
+    assert correct.passed, str(correct)
+
+
+IN_PLACE = """
+import sys
+import numpy as np
+import dataclasses
+from pathlib import Path
+import kernelcourse
+from kernelcourse import rungs
+from kernelcourse.backends import get_backend
+from kernelcourse.gemm import Shape, Suite
+from kernelcourse.verify import verify
+rung = dataclasses.replace(rungs.RUNG["regblock"], source=Path(sys.argv[1]))
+suite = Suite("two", 64, (Shape(128, 128, 147, "misaligned rows"), Shape(64, 64, 64, "aligned")))
+cuda, triton = get_backend("cuda"), get_backend("triton")
+report = verify(rung.c_impl(cuda), suite, repeats=1, verbose=False)
+print("first:", report.results[0].crash)
+print("second:", report.results[1].crash)
+try:
+    triton.to_device(np.ones(4, np.float32))
+except Exception as exc:
+    print(f"torch: {type(exc).__name__}: {exc}")
+"""
+
+
+def test_in_place_a_sticky_error_is_named_and_every_later_call_says_the_context_is_lost(nvidia, tmp_path):
+    """Not isolated, the fault takes this process's context: the shape that ran it says
+    what it was, every later CUDA call (the next shape's, torch's) says the context was
+    lost and to what, and the process carries on to its end (exit status 0)."""
+    source = misaligned_regblock(tmp_path).source
+    done = subprocess.run([sys.executable, "-c", IN_PLACE, str(source)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    first, second, torch = done.stdout.splitlines()[-3:]
+    assert first.startswith(f"first: GpuFault: {MISALIGNED}") and "sticky" in first, done.stdout
+    lost = "its GPU context was lost to an earlier error: " + MISALIGNED
+    assert second.startswith("second: GpuFault: no CUDA call can run") and lost in second, done.stdout
+    assert torch.startswith("torch: GpuFault: ") and lost in torch, done.stdout

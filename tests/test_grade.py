@@ -27,7 +27,7 @@ import pytest
 
 import exercise_variants as variants
 from grading import submissions
-from kernelcourse.grade import report, runner, static
+from kernelcourse.grade import classroom, report, runner, static
 from kernelcourse.grade.__main__ import make_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ class Graded:
         self.folder, self.out, self.stdout, self.seconds, self.before = folder, out, stdout, seconds, before
         with (out / "grades.csv").open() as f:
             self.rows = {row["student"]: row for row in csv.DictReader(f)}
-        self.results = {s: json.loads((out / s / "results.json").read_text()) for s in self.rows}
+        self.results = {s: json.loads((out / "students" / s / "results.json").read_text()) for s in self.rows}
 
     def score(self, student: str, prefix: str = "") -> float:
         return round(sum(t["score"] for t in self.results[student]["tests"] if t["name"].startswith(prefix)), 2)
@@ -138,7 +138,7 @@ def test_every_results_json_matches_the_schema_and_its_row_of_grades_csv(which, 
         validate(result)
         row = graded.rows[student]
         names = [t["name"] for t in result["tests"]]
-        assert list(row)[1:-3] == names, (student, list(row))
+        assert list(row)[1:-4] == names, (student, list(row))
         for t in result["tests"]:
             assert float(row[t["name"]]) == t["score"] and 0 <= t["score"] <= t["max_score"], (student, t)
             assert t["status"] == ("passed" if t["score"] >= t["max_score"] else "failed"), (student, t)
@@ -151,7 +151,8 @@ def test_the_submissions_folder_is_unchanged_and_the_run_is_bounded(which, reque
     graded = request.getfixturevalue(which)
     assert snapshot(graded.folder) == graded.before, "grading changed the submissions folder"
     assert graded.seconds < {"graded01": 240, "graded02": 90, "graded03": 120}[which], graded.seconds
-    assert sorted(p.name for p in graded.out.iterdir()) == sorted([*graded.rows, "grades.csv", "summary.json"])
+    assert sorted(p.name for p in graded.out.iterdir()) == ["grades.csv", "roster.csv", "seed.txt", "students", "summary.json"]
+    assert sorted(p.name for p in (graded.out / "students").iterdir()) == sorted(graded.rows)
 
 
 def test_the_solutions_score_full_marks_and_the_stubs_zero(graded01, graded02, graded03):
@@ -258,9 +259,9 @@ def test_a_cheat_scores_what_its_header_says(cheat, graded01, graded03):
 def test_writing_a_fake_score_anywhere_changes_nothing_but_its_own_scratch(graded03):
     result = graded03.results["cheat_fake_pass"]
     assert result["score"] == 0 and len(result["tests"]) == 10
-    for student, path in ((s, graded03.out / s / "results.json") for s in graded03.rows):
+    for student, path in ((s, graded03.out / "students" / s / "results.json") for s in graded03.rows):
         assert json.loads(path.read_text()) == graded03.results[student]       # the grader's own file
-    assert json.loads((graded03.out / "cheat_fake_pass" / "results.json").read_text())["tests"][0]["name"] == "gemm_flops()"
+    assert json.loads((graded03.out / "students" / "cheat_fake_pass" / "results.json").read_text())["tests"][0]["name"] == "gemm_flops()"
 
 
 def test_the_static_check_is_the_defence_against_a_library_gemm_and_each_later_defence_holds_alone(tmp_path):
@@ -305,6 +306,46 @@ REFUSED_TRITON = {
     "def gemm(A, B, C, M, N, K):\n    global SEEN": "uses global",
     "import torch\ndef gemm(A, B, C, M, N, K):\n    C.copy_(torch.zeros(1))": "uses C.copy_",
     "import math\nimport triton\n@triton.jit\ndef k(x):\n    y = math.sqrt(2.0)": "uses math inside a @triton.jit",
+    # modules reached through allowed names, and names from outside the file
+    "import triton.language as tl\nx = tl.core": "uses tl.core",
+    "import triton.language as tl\nx = tl.float32.primitive_bitwidth": "an attribute of tl.float32",
+    "import torch\nx = torch": "uses the module torch as a value",
+    "import triton\n@triton.jit\ndef k(x):\n    inspect.stack()": "uses inspect, which this file does not define",
+    "def gemm(A, B, C, M, N, K):\n    np.matmul(A, B, out=C)": "uses np, which this file does not define",
+    "import torch\ntorch = 1": "rebinds torch",
+    "range = print": "rebinds range",
+    # code that runs when a def runs: defaults, decorators and their arguments, annotations
+    "import triton\n@triton.jit\ndef k(x, y=print('host')):\n    pass": "gives a default value print('host'), which is not a constant",
+    "g = lambda meta, x=print('host'): x": "gives a lambda a default value",
+    "def hook(f):\n    return f\n@hook\ndef gemm(A, B, C, M, N, K):\n    pass": "decorates gemm with @hook",
+    "import triton\n@triton.jit(launch_metadata=print)\ndef k(x):\n    pass": "decorates k with @triton.jit(launch_metadata=print)",
+    "import triton\n@triton.heuristics({'B': lambda args: 1})\n@triton.jit\ndef k(x):\n    pass": "decorates k with @triton.heuristics",
+    "import triton\nc = triton.Config({'B': 1}, pre_hook=print)": "passes pre_hook= to triton.Config",
+    "import triton\n@triton.autotune(configs=[], key=[], prune_configs_by={})\n@triton.jit\ndef k(x):\n    pass": "passes prune_configs_by= to triton.autotune",
+    "import triton\n@triton.autotune(configs=[], key=[print('host')])\n@triton.jit\ndef k(x):\n    pass": "key= that is not a list of argument names",
+    "import torch\ndef f(x: torch.matmul):\n    pass": "annotates with torch.matmul",
+    # strings evaluated later, and typing
+    "def f(x: 'torch.matmul'):\n    pass": "annotates with the string 'torch.matmul'",
+    "from __future__ import annotations": "imports from __future__",
+    "import typing": "imports typing: its namespace holds sys",
+    "from typing import sys": "imports from typing",
+    # syntax a kernel file does not need
+    "x = [(y := 1) for _ in range(2)]": "uses :=",
+    "match 1:\n    case _:\n        pass": "uses match",
+    "try:\n    pass\nexcept Exception:\n    pass": "catches exceptions",
+    "def f():\n    yield 1": "makes a generator",
+    "def f():\n    def g():\n        pass": "defines a function inside a function",
+    "def f():\n    import torch": "imports inside a function",
+    "def __getattr__(name):\n    pass": "defines __getattr__",
+    "def f(A):\n    A.shape = 1": "assigns to A.shape",
+    # kernels, which the interpreter runs as Python on whatever a constexpr was given
+    "import triton\n@triton.jit\ndef k(x):\n    x.copy_(x)": "uses x.copy_ inside a @triton.jit function",
+    "import triton\n@triton.jit\ndef k(x):\n    y = x[0]": "indexes x[0] inside a @triton.jit function",
+    "import triton\n@triton.jit\ndef k(x):\n    float(x)": "uses float, which this file does not define (inside a @triton.jit",
+    "import triton\n@triton.jit\ndef k(x):\n    y = lambda: 1": "defines a lambda inside a @triton.jit function",
+    "import triton\n@triton.jit\ndef k(x):\n    y = f'{x:{x}}'": "formats a string (f-string) inside a @triton.jit function",
+    "import triton.language as tl\nimport triton\n@triton.jit\ndef k(x):\n    tl.device_print('x', x)": "uses tl.device_print",
+    "import triton.language as tl\nimport triton\n@triton.jit\ndef k(x):\n    tl.static_assert(x)": "uses tl.static_assert",
 }
 
 
@@ -323,16 +364,19 @@ def test_the_course_own_triton_files_pass_the_static_check():
 
 
 def test_the_c_static_checks_refuse_what_reaches_outside_the_kernel():
-    for source, said in (('asm volatile("syscall");', "inline assembly"), ("#include <cstdio>", "includes"),
-                         ("#define J(a, b) a##b", "pastes tokens"),
-                         ("__attribute__((constructor)) void f() {}", "runs code when it is loaded")):
+    """(tests/grading/test_c_layers.py holds the rest: respellings, the build's checks of the
+    object it links, and the launch's.)"""
+    for source, said in (('asm volatile("syscall");', "line 2: holds inline assembly"),
+                         ("#include <cstdio>", "line 2: includes"),
+                         ("#define J(a, b) a##b", "line 2: pastes tokens"),
+                         ("__attribute__((constructor)) void f() {}", "line 2: uses an attribute")):
         with pytest.raises(static.Refused, match=said):
             static.check_c_source('#include "portable.h"\n' + source, "tiled.cu")
     static.check_c_source('#include "portable.h"\n// #include <cstdio> in a comment is fine', "tiled.cu")
     static.check_symbols(["expf", "memcpy"], "tiled.cu")
     for symbol in ("system", "fopen", "dlsym", "cblas_sgemm", "syscall"):
-        with pytest.raises(static.Refused, match=symbol):
-            static.check_symbols(["expf", symbol], "tiled.cu")
+        with pytest.raises(static.Refused, match=rf"tiled\.cu calls {symbol} \(line 2\)"):
+            static.check_symbols(["expf", symbol], "tiled.cu", f'#include "portable.h"\nint r = {symbol}(0);')
 
 
 def test_a_timed_run_has_its_gpu_alone_and_a_waiting_one_lets_no_new_correctness_run_in():
@@ -421,7 +465,7 @@ def test_regrading_one_student_with_the_seed_of_grades_csv_reproduces_the_score(
     student = "variant_no_zero_fill"
     seed = graded01.rows[student]["seed"]
     stdout, _ = grade(graded01.folder, tmp_path, "01", "--student", student, seed=seed)
-    again = json.loads((tmp_path / student / "results.json").read_text())
+    again = json.loads((tmp_path / "students" / student / "results.json").read_text())
     assert [t["score"] for t in again["tests"]] == [t["score"] for t in graded01.results[student]["tests"]]
     with (tmp_path / f"grades-{student}.csv").open() as f:
         assert [row["total"] for row in csv.DictReader(f)] == [graded01.rows[student]["total"]]
@@ -463,7 +507,7 @@ def test_as_a_normal_user_the_children_run_as_that_user_and_still_write_nothing_
             totals = {row["student"]: float(row["total"]) for row in csv.DictReader(f)}
         assert totals == {"solution": 10, "cheat_fake_pass": 0}
         assert snapshot(base / "subs") == before
-        assert json.loads((base / "out" / "cheat_fake_pass" / "results.json").read_text())["tests"][0]["name"] == "gemm_flops()"
+        assert json.loads((base / "out" / "students" / "cheat_fake_pass" / "results.json").read_text())["tests"][0]["name"] == "gemm_flops()"
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -548,7 +592,7 @@ def test_gpu_performance_points_for_a_correct_kernel_only_and_jobs_1_and_4_agree
     assert float(solution["total"]) == 30 == float(solution["max"])
     assert float(rows[1]["stub"]["total"]) == 0
     assert float(rows[1]["variant_no_zero_fill"]["tiled.cu: performance"]) == 0
-    result = json.loads((tmp_path / "out1" / "solution" / "results.json").read_text())
+    result = json.loads((tmp_path / "out1" / "students" / "solution" / "results.json").read_text())
     if importlib.util.find_spec("jsonschema"):       # (a GPU image may lack it; the CPU suite
         validate(result)                              # validates every results.json)
     assert "the course's reference" in next(t for t in result["tests"] if t["name"] == "tiled.cu: performance")["output"]
@@ -588,14 +632,14 @@ def test_the_probe_runs_the_reference_kernels_confined_stage_by_stage(tmp_path):
     run = make_run(REPO / "exercises" / "01-tiled-matmul", tmp_path / "out")
     said = []
     try:
-        runner.probe(run, progress=said.append)
+        classroom.probe(run, progress=said.append)
         assert [line.split(" (")[0] for line in said] == [
             f"  probe: {run.c_backend} backend started", "  probe: the reference C kernel compiled",
             "  probe: the reference C kernel ran and was right",
             "  probe: the reference Triton kernel compiled, ran and was right"], said
         run.c_backend = "no-such-backend"
         with pytest.raises(RuntimeError, match="did not finish; last stage reached: nothing"):
-            runner.probe(run, progress=said.append)
+            classroom.probe(run, progress=said.append)
     finally:
         run.close()
 

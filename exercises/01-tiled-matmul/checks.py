@@ -9,21 +9,26 @@ Not a file to edit. Two cases, one per file the student writes:
   tiled_triton.py  the Triton twin, on the triton backend: Triton's interpreter on the CPU
                    suite here (about 7 s), the GPU suite on a GPU.
 
-The child sends back only what judging needs: verify's cause and diagnosis, each shape's
-pass/fail and error, and the first wrong element. On a GPU, once the kernel passes, it is
-also timed beside the naive rung and the vendor library at 4096^3.
+The child sends back only what judging needs: verify's cause, diagnosis and lines of the
+file to look at, each shape's pass/fail and error, the first wrong element, whether the file
+is still the stub as shipped, and, for a C kernel that failed on the cpu backend, the
+compiler's warnings on it. On a GPU, once the kernel passes, it is also timed beside the
+naive rung and the vendor library at 4096^3.
 """
+import contextlib
 import dataclasses
-import re
 import sys
 from pathlib import Path
 
-from kernelcourse.check import Case, c_backend, sanitizer_tool, suite_for
+from kernelcourse.check import (WARNING_FLAGS, Case, c_backend, compiler_warnings, progress, sanitizer_tool,
+                                suite_for)
 
 FILES = ("tiled.cu", "tiled_triton.py")
 TIME_LIMIT_S = 300         # a hung launch on the cpu backend is stopped after 60 s
+STUBS = Path(__file__).resolve().parent        # the files as shipped
 NOUN = "file"
 BENCH_SIZE = 4096
+WARNINGS_SHOWN = 10        # the compiler's warnings printed under a FAIL, at most
 SANITIZE = ("tiled.cu",)
 
 CASES = [
@@ -60,25 +65,49 @@ def run(folder: Path, case: Case):
         impl = rung.triton_impl(backend)
         suite = gemm.default_suite(True) if backend.on_gpu else (tiled.interpreter_suite or gemm.CPU_SUITE)
     impl.name = f"your {case.name}"
-    value = verified(impl, suite, ran)
+    value = verified(impl, suite, ran, folder / case.name, tiled.config())
+    value["as_shipped"] = as_shipped(folder / case.name, STUBS / case.name)
     if value["passed"] and backend.on_gpu and not sanitizer_tool():   # never on the CPU:
         # timings there mean nothing; nor under a sanitizer, which slows every access
         value["speed"] = _speed(impl, backend, case)
     return value
 
 
-def verified(impl, suite, ran: str) -> dict:
-    """verify() on `suite`, and what the parent needs of its report (exercise 02 uses it too)."""
+def verified(impl, suite, ran: str, source: Path, defines: dict) -> dict:
+    """verify() on `suite`, and what the parent needs of its report (exercise 02 uses it too).
+    `source` is the kernel's file (the lines to look at come from it); a C kernel that fails
+    on the cpu backend is built once more, from `defines`, for the compiler's warnings."""
     from kernelcourse.verify import verify
-    report = verify(impl, suite, verbose=False)
-    return {
+    impl.source = source
+    limit = f"a launch is stopped after {impl.backend.timeout_s:g} s" if impl.backend.name == "cpu" else ""
+
+    def shown(number, of, shape):
+        progress(f"shape {number} of {of}, {shape} ({shape.why})", limit)
+    # On the cuda backend each launch runs in a child process with a GPU context of its own,
+    # so a kernel that faults (sticky) costs its own verdict, not the twin's checked after it
+    # (not under a sanitizer, which must see the launch in the process it watches).
+    isolated = getattr(impl.backend, "isolated", contextlib.nullcontext)
+    if sanitizer_tool():
+        isolated = contextlib.nullcontext
+    with isolated():
+        report = verify(impl, suite, verbose=False, progress=shown)
+    value = {
         "ran": ran, "suite": suite.name, "cause": report.cause, "diagnosis": report.diagnosis,
-        "passed": report.passed,
+        "passed": report.passed, "look": report.look, "planned": report.planned,
         "shapes": [{"shape": str(r.shape), "why": r.shape.why, "passed": r.passed,
                     "rel_error": r.rel_error, "crash": r.crash, "moved": r.moved,
                     "first_bad": list(r.first_bad), "bad_rows": list(r.bad_rows),
                     "bad_cols": list(r.bad_cols)} for r in report.results],
     }
+    if not report.passed and impl.backend.name == "cpu":
+        value["warnings"] = compiler_warnings(source, defines)
+    return value
+
+
+def as_shipped(path: Path, stub: Path) -> bool:
+    """Whether the file's code is the stub's (its comments aside): nothing written yet."""
+    from kernelcourse.verify import same_code
+    return same_code(path, stub)
 
 
 def _speed(impl, backend, case):
@@ -99,54 +128,6 @@ def judge(case: Case, value) -> str | None:
     return None if value["passed"] else value["cause"]
 
 
-# The store and its guard: `C[...] = ` and an `if (row < M ...)` that is not a load's guard.
-STORE = r"\bC\s*\[|if\s*\(\s*row\s*<\s*M\s*(\)|&&\s*col\b)"
-# Where to look in the student's file, by cause: regular expressions for the lines to show.
-LOOK = {
-    "tiled.cu": {
-        "zero_fill": (r"\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]", "the two tile loads (TODO 1 and 2): "
-                      "every slot written, 0.0f out of range"),
-        "race": (r"__syncthreads", "the barriers: one after the loads (TODO 3), one after the inner product"),
-        "hang": (r"__syncthreads|\bfor\s*\(", "the loops and the barriers"),
-        "barrier": (r"__syncthreads|\bif\s*\(", "the barriers and the branches around them: "
-                    "every thread of the block must reach each __syncthreads()"),
-        "store_guard": (STORE, "the store and its guard"),
-        "edge": (r"\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]|\bC\s*\[", "the load guards and the store guard"),
-        "grid": (STORE, "the store, and row/col from blockIdx"),
-        "indexing": (r"\bacc\s*\+?=|\b[AB]s\s*\[[^\]]*\]\s*\[[^\]]*\]\s*=[^=]",
-                     "the loads' indices and the inner product (TODO 4)"),
-        "precision": (r"\bacc\b", "the accumulator"),
-        "crash": (r"\b[ABC]\s*\[", "every global access and its guard"),
-    },
-    "tiled_triton.py": {
-        "zero_fill": (r"tl\.load\(", "the two masked loads (TODO 1): k < K in both masks, other=0.0"),
-        "edge": (r"tl\.load\(|tl\.store\(", "the masks of the loads and of the store"),
-        "store_guard": (r"tl\.store\(|mask=", "the store's mask"),
-        "grid": (r"grid\s*=|program_id", "the grid and program_id"),
-        "indexing": (r"tl\.load\(|tl\.dot\(|acc\s*=", "the loads and the tl.dot (TODO 2)"),
-        "precision": (r"tl\.dot\(|tl\.zeros\(", "the accumulator and tl.dot's input_precision"),
-        "crash": (r"tl\.load\(|tl\.store\(|tl\.dot\(", "the loads, the tl.dot and the store"),
-    },
-}
-
-
-def _where(folder: Path, name: str, cause: str) -> list[str]:
-    pattern, what = LOOK[name].get(cause, (None, None))
-    if pattern is None:
-        return []
-    text = (folder / name).read_text(errors="replace").splitlines()
-    hits = [(i + 1, line.strip()) for i, line in enumerate(text)
-            if re.search(pattern, line) and not line.lstrip().startswith(("//", "#"))]
-    lines = [f"look at: {what}"]
-    if not hits and cause == "race":
-        lines.append("  (no __syncthreads() in the file at all)")
-    for number, line in hits[:6]:
-        lines.append(f"  {name}:{number}: {line}")
-    if cause == "race" and len(hits) < 2:
-        lines.append(f"  ({len(hits)} __syncthreads() in the file: the kernel needs 2)")
-    return lines
-
-
 def _all_zero(value) -> bool:
     """C came out 0 everywhere: every shape off by exactly 100%, the first wrong element 0."""
     shapes = value["shapes"]
@@ -155,8 +136,9 @@ def _all_zero(value) -> bool:
 
 
 def todo(case: Case, value) -> str | None:
-    """The file as shipped: it compiles and runs, and C comes out 0 everywhere."""
-    if "shapes" in value and _all_zero(value):
+    """The file as shipped: it compiles and runs, and C comes out 0 everywhere. (A file whose
+    code was written and still gives 0 is wrong, not unwritten: verify names its cause.)"""
+    if "shapes" in value and value.get("as_shipped") and _all_zero(value):
         return (f"not written yet: C came out 0 everywhere ({value['ran']}): nothing is added "
                 f"to acc yet. Write the TODOs in {case.name}.")
     return None
@@ -169,17 +151,19 @@ def lines(case: Case, value, folder: Path) -> list[str]:
         return out + ["the compiler's log:"] + ["  " + line for line in value["compile_error"].splitlines()]
     shapes = value["shapes"]
     passed = sum(s["passed"] for s in shapes)
+    planned = value.get("planned") or len(shapes)
     if value["passed"]:
         out.append(f"all {len(shapes)} shapes right. {value['diagnosis']}")
         for name, gflops, of_library in value.get("speed", []):
             share = f", {100 * of_library:.0f}% of the library" if of_library is not None else ""
             out.append(f"  {name:28} {gflops:9.0f} GFLOP/s at {BENCH_SIZE}^3{share}")
         return out
-    out.append(f"{passed} of {len(shapes)} shapes right; cause: {value['cause']}")
+    out.append(f"{passed} of {planned} shapes right; cause: {value['cause']}")
     first = next(s for s in shapes if not s["passed"])
     out.append(f"first shape that failed: {first['shape']} ({first['why']})")
     if first["crash"]:
-        out.append(f"  {first['crash']}")
+        if value["cause"] != "hang" and first["crash"] not in value["diagnosis"]:
+            out.append(f"  {first['crash']}")      # else the diagnosis says it, once
     elif first["first_bad"]:
         row, col, expected, got = first["first_bad"]
         out.append(f"  first wrong element C[{row}][{col}]: expected {expected:.6g}, got {got:.6g} "
@@ -188,7 +172,14 @@ def lines(case: Case, value, folder: Path) -> list[str]:
     elif first["moved"]:
         out.append("  the results moved between identical runs")
     out.append("diagnosis: " + value["diagnosis"])
-    out.extend(_where(folder, case.name, value["cause"]))
+    out.extend(value.get("look", ()))
+    if value.get("warnings"):
+        out.append(f"the compiler's warnings on {case.name} (the cpu backend's build, with "
+                   f"{' '.join(WARNING_FLAGS)}):")
+        shown = value["warnings"][:WARNINGS_SHOWN]
+        out.extend("  " + warning for warning in shown)
+        if len(value["warnings"]) > len(shown):
+            out.append(f"  (and {len(value['warnings']) - len(shown)} more)")
     return out
 
 

@@ -3,8 +3,10 @@
 No package runs CUDA or HIP C on a CPU, so the course carries its own small emulation:
 the system C++ compiler (g++ or clang++) builds the kernel file against
 kernels/cpu_runtime.h (selected by portable.h under -DKC_CPU), where every GPU thread of a
-block is a fiber and __syncthreads() a real barrier among them. A generated wrapper adds
-one launcher per entry point (kernels/cpu_launch.h), and ctypes calls it.
+block is a fiber and __syncthreads() a real barrier among them. The kernel file is an
+object of its own; the launch code (kernels/cpu_launch.h) another, and the generated
+launchers (one per entry point) a third, so that no macro of the kernel's reaches them;
+the three are linked into one library, and ctypes calls its launchers.
 
 What the emulation gives a student without a GPU, and how:
   * races show: the fibers of a block take their turns in an order that changes from launch
@@ -21,7 +23,16 @@ What the emulation gives a student without a GPU, and how:
     a time limit, which Python waits for (Ctrl-C stops it; the child dies with its caller),
     and its death becomes an exception that verify() reports as a verdict;
   * what a GPU would refuse or leave undefined stops the launch with a reason: threads at
-    different barriers, a barrier part of the block never reaches, a stack overflow.
+    different barriers, a barrier part of the block never reaches, a stack overflow;
+  * what a GPU kernel cannot do, it cannot do here either, though it is native code in the
+    caller's process. Before the library is loaded: it may include only the harness's
+    headers and the system's, its own lines hold no inline assembly (read after the
+    preprocessor, with the build's flags), its object holds nothing that runs when a library
+    is loaded (a constructor, a global initialised at run time), defines no name of the
+    launch code's, and imports only what device code may call (static/c_rules.py SYMBOLS:
+    math, memcpy/memset, printf). While it runs: every descriptor but 0, 1 and 2 is closed
+    and a system-call filter stops the launch at its first system call other than printf's
+    writes, memory and the clock, named, with the kernel's line (cpu_launch.h).
 Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
 """
 from __future__ import annotations
@@ -36,17 +47,20 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
+from functools import cache as once
 from pathlib import Path
 
 import numpy as np
 
 from .. import cache
+from ..args import SCALAR_TYPES
 from ..device import Device
-from ..source import KERNEL_INCLUDE_DIR, KernelSource, define_options
+from ..grade.static.c_rules import SYMBOLS, Refused, blanked, check_symbols, line_of
+from ..source import KERNEL_INCLUDE_DIR, KernelSource, define_options, encode
 from .base import AddressBackend, DeviceArray, host_array, widened
 from .compile_only import CompileError, CompilerNotFound
 
-RUNTIME_HEADERS = ("cpu_runtime.h", "cpu_launch.h")
 ORDERS = ("forward", "reversed", "shuffled")
 PAGE = mmap.PAGESIZE
 ALIGN = 16          # where an array starts: float4 loads need 16 bytes, as cudaMalloc gives
@@ -58,7 +72,6 @@ UNSUPPORTED = (
     (r"\b__syncwarp\b", "warp-level barriers (__syncwarp)"),
     (r"\bnvcuda\s*::\s*wmma\b|\bwmma\s*::", "tensor-core fragments (wmma)"),
     (r"\b__builtin_amdgcn_\w+", "AMD GCN intrinsics (__builtin_amdgcn_*)"),
-    (r"\basm\s*(?:volatile\s*)?\(|\b__asm__\b", "inline assembly (PTX or GCN)"),
     (r"\bextern\s+__shared__\b", "a bare extern __shared__ array (declare dynamic shared memory "
                                    "with portable.h's KC_DYNAMIC_SHARED, which it does emulate)"),
     (r"\bcooperative_groups\b", "cooperative groups"),
@@ -67,6 +80,16 @@ UNSUPPORTED = (
     # variable survives to the next launch, as it would on a GPU.
     (r"\b__(?:device|constant|managed)__\s+[^;{}()]*;", "global __device__ / __constant__ variables"),
 )
+# Inline assembly, looked for in the kernel's own lines after the preprocessor, however a
+# macro, a line splice or a digraph spelled it: it could make any system call, or place code
+# where the loader runs it.
+ASSEMBLY = (r"\b(?:asm|__asm__|__asm)\b", "inline assembly (PTX or GCN)")
+# Sections whose code the loader runs when the library is loaded or unloaded, in the
+# caller's process (outside any launch): a constructor, a global initialised at run time.
+LOAD_TIME = re.compile(r"\.(?:rela?\.)?(?:init_array|fini_array|preinit_array|ctors|dtors|init|fini)(?:\..*)?")
+# C's names for the scalars a launcher passes (args.SCALAR_TYPES: what a launch may pass).
+C_SCALARS = {np.int32: "int", np.uint32: "unsigned", np.int64: "long long",
+             np.uint64: "unsigned long long", np.float32: "float", np.float64: "double"}
 
 
 class KernelFault(RuntimeError):
@@ -92,41 +115,24 @@ def compiler_version() -> str:
     return out.stdout.splitlines()[0]
 
 
-def _code_only(text: str, strings: bool = True) -> str:
-    """The source with comments (and string literals, unless strings=False) blanked out,
-    line breaks kept, so that positions and line numbers stay those of the file."""
-    pattern = r'//[^\n]*|/\*.*?\*/' + (r'|"(?:\\.|[^"\\\n])*"' if strings else "")
-    return re.sub(pattern, lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
-
-
 def refuse_unsupported(src: KernelSource) -> None:
     """A CompileError naming the first construct the emulation does not model, with its line."""
-    code = _code_only(src.text)
+    code = blanked(src.text)
     for pattern, what in UNSUPPORTED:
         if m := re.search(pattern, code):
-            line = code.count("\n", 0, m.start()) + 1
-            raise CompileError(src.filename, "cpu", (
-                f"{src.filename}:{line}: the cpu backend does not emulate {what} "
-                f"('{m.group(0).strip()}'); run this kernel on a GPU backend"))
+            _refuse_construct(src.filename, line_of(code, m.start()), what, m.group(0))
 
 
-def _launcher(name: str, params) -> str:
-    """C++ that calls entry point `name` from an array of pointers to its argument values."""
-    args = ", ".join(f"*({p.ctype}*)args[{i}]" for i, p in enumerate(params))
-    return (f"static void kc_body_{name}(void* packed) {{\n"
-            f"    void** args = static_cast<void**>(packed); (void)args;\n"
-            f"    {name}({args});\n}}\n"
-            f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
-            f"unsigned long long shared_bytes, void* args, int order, unsigned long long seed, "
-            f"int timeout_ms, kc::Status* status) {{\n"
-            f"    return kc::start_isolated(grid, block, shared_bytes, kc_body_{name}, args, order, "
-            f"seed, timeout_ms, status);\n}}\n")
+def _refuse_construct(filename: str, line: int, what: str, spelled: str):
+    raise CompileError(filename, "cpu", (
+        f"{filename}:{line}: the cpu backend does not emulate {what} "
+        f"('{spelled.strip()}'); run this kernel on a GPU backend"))
 
 
 def defined_entry_points(src: KernelSource) -> dict:
     """The `extern "C" __global__` functions the file defines (not those in comments, nor
     prototypes without a body): each gets a launcher."""
-    code = KernelSource(_code_only(src.text, strings=False), src.filename)   # keeps extern "C"
+    code = KernelSource(blanked(src.text, literals=False), src.filename)   # keeps extern "C"
     found = {}
     for name, params in code.entry_points().items():
         signature = re.search(rf"\b{name}\s*\([^)]*\)\s*", code.text)
@@ -135,39 +141,232 @@ def defined_entry_points(src: KernelSource) -> dict:
     return found
 
 
-def wrapper_source(src: KernelSource) -> str:
-    """The student's file (its diagnostics naming it, line for line) and the launchers."""
-    name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
-    launchers = "".join(_launcher(k, params) for k, params in defined_entry_points(src).items())
-    return (f'#line 1 "{name}"\n{src.text}\n'
-            f'#line 1 "kernelcourse-cpu-launchers"\n#include "cpu_launch.h"\n{launchers}')
-
-
-def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = ()) -> Path:
-    """Build the kernel file as a shared library for this CPU; cached on disk. Returns its path."""
-    src = KernelSource.load(source)
-    refuse_unsupported(src)
-    compiler = _compiler()
+def build_flags(defines: dict | None = None, options: tuple[str, ...] = ()) -> list[str]:
+    """The compiler's flags for a kernel's build. The kernel file's object and the
+    preprocessed text every check of the kernel reads are made with exactly these, so that
+    no #ifdef shows a check other code than the build compiles (the launch code: with the
+    same options, without the kernel's defines)."""
     # -fstack-clash-protection: a frame larger than a page still touches the guard below a
     # thread's stack, so a stack overflow faults instead of writing over the next thread's.
-    flags = ["-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-fstack-clash-protection",
-             "-DKC_CPU", "-Wno-unknown-pragmas", *define_options(defines), *options]
-    runtime = [(KERNEL_INCLUDE_DIR / h).read_text() for h in RUNTIME_HEADERS]
-    wrapper = wrapper_source(src)          # the file's name and the launchers are in it too
-    key = src.fingerprint("cpu", compiler_version(), wrapper, *runtime, *flags)
+    # -gdwarf-4: binutils' addr2line names the kernel file from a DWARF 5 line table as the
+    # translation unit's file (kernel.cpp) where the file's first line has no file entry of
+    # its own; DWARF 4 names the #line file. -I the harness's headers, and nothing else: the
+    # kernel file is compiled alone, in a folder of its own, as a GPU backend compiles it.
+    return ["-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fstack-clash-protection", "-DKC_CPU",
+            "-Wno-unknown-pragmas", *define_options(defines), *options, f"-I{KERNEL_INCLUDE_DIR}"]
+
+
+def kernel_unit(src: KernelSource) -> str:
+    """The kernel file's translation unit: the file itself, named as the student names it
+    (#line), so that the compiler's messages and the debug line table speak of its lines."""
+    name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
+    return f'#line 1 "{name}"\n{src.text}\n'
+
+
+def launchers_source(src: KernelSource, entry_points: dict) -> str:
+    """The launchers, a translation unit of their own: for each entry point, a function that
+    calls it from an array of pointers to its argument values, and starts the grid. They
+    include no header and hold no text of the kernel file's but its entry points' names: a
+    pointer is passed as void*, a scalar as the C type of its NumPy type."""
+    out = ['extern "C" int kc_start_isolated(const unsigned*, const unsigned*, unsigned long long, '
+           'void (*)(void*), void*, int, unsigned long long, int, void*);\n']
+    for name, params in entry_points.items():
+        types = []
+        for p in params:
+            if not p.is_pointer and p.ctype not in SCALAR_TYPES:
+                raise CompileError(src.filename, "cpu", (
+                    f"{src.filename}: parameter '{p.name}' of {name} is a {p.ctype}; a kernel takes "
+                    f"pointers and the scalars {', '.join(SCALAR_TYPES)}"))
+            types.append("void*" if p.is_pointer else C_SCALARS[SCALAR_TYPES[p.ctype]])
+        args = ", ".join(f"*({c}*)args[{i}]" for i, c in enumerate(types))
+        out.append(f'extern "C" void {name}({", ".join(types)});\n'
+                   f"static void kc_body_{name}(void* packed) {{\n"
+                   f"    void** args = static_cast<void**>(packed); (void)args;\n"
+                   f"    {name}({args});\n}}\n"
+                   f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
+                   f"unsigned long long shared_bytes, void* args, int order, unsigned long long seed, "
+                   f"int timeout_ms, void* status) {{\n"
+                   f"    return kc_start_isolated(grid, block, shared_bytes, kc_body_{name}, args, "
+                   f"order, seed, timeout_ms, status);\n}}\n")
+    return "".join(out)
+
+
+_MARKER = re.compile(r'# (\d+) "((?:[^"\\]|\\.)*)"((?: [1-4])*)')
+
+
+def _unescaped(name: str) -> str:
+    """A file name as a line marker spells it (backslash escapes, octal for the rest)."""
+    return re.sub(r"\\([0-7]{3}|.)", lambda m: chr(int(m[1], 8)) if len(m[1]) == 3 else m[1], name)
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """The kernel file after the preprocessor, with the build's flags: its own lines as
+    compiled (line n of `code` is the file's line n, its macros expanded), and every file the
+    preprocessor entered, with the file's line it was reading then (0: before the file)."""
+
+    code: str
+    entered: list[tuple[int, str]]             # (line, path)
+
+    @classmethod
+    def read(cls, output: str, filename: str) -> "Expanded":
+        """From g++ -E's output: its line markers say which file each line comes from. The
+        kernel's lines are those at the top level once the file's #line marker came (a
+        marker the file writes itself can rename its lines, never hide them); every header
+        entered has a marker of its own, whatever the depth."""
+        lines: dict[int, str] = {}
+        entered = []
+        number, depth, mine = 0, 0, False
+        for line in output.split("\n"):
+            if marker := _MARKER.fullmatch(line):
+                flags = marker.group(3).split()
+                if "1" in flags:
+                    entered.append((number if mine and depth == 0 else 0, _unescaped(marker.group(2))))
+                depth += ("1" in flags) - ("2" in flags)
+                number = int(marker.group(1))
+                mine = mine or (depth == 0 and _unescaped(marker.group(2)) == filename)
+                continue
+            if mine and depth == 0:
+                lines[number] = f"{lines[number]} {line}" if number in lines else line
+            number += 1
+        code = "\n".join(lines.get(n, "") for n in range(1, max(lines, default=0) + 1))
+        return cls(code, entered)
+
+
+@once
+def system_include_dirs(compiler: str) -> tuple[Path, ...]:
+    """The compiler's own include folders, as it lists them (g++ -v): the system's headers."""
+    out = subprocess.run([compiler, "-x", "c++", "-E", "-v", "-"], input="", capture_output=True, text=True)
+    listed = out.stderr.partition("#include <...> search starts here:")[2].partition("End of search list.")[0]
+    return tuple(Path(line.strip()).resolve() for line in listed.splitlines() if line.strip())
+
+
+def _header_allowed(path: str, compiler: str) -> bool:
+    """A header of the harness's or of the system's, wherever the path that named it went:
+    where the file is, not how the path reached it ('/usr/include/../../home/...' is no
+    system header)."""
+    real = Path(path).resolve()
+    return any(real.is_relative_to(folder) for folder in (KERNEL_INCLUDE_DIR, *system_include_dirs(compiler)))
+
+
+def _check_expanded(expanded: Expanded, filename: str, compiler: str) -> None:
+    """What the preprocessor shows: the headers it entered, and the kernel's own lines."""
+    for line, path in expanded.entered:
+        if not _header_allowed(path, compiler):
+            raise CompileError(filename, "cpu", (
+                f"{filename}:{line}: includes {os.path.normpath(path)}, which is neither a header of "
+                "the harness (kernelcourse/kernels/) nor the system's: the kernel file is compiled "
+                "alone, as a GPU backend compiles it"))
+    code = blanked(expanded.code)
+    if m := re.search(ASSEMBLY[0], code):
+        _refuse_construct(filename, line_of(code, m.start()), ASSEMBLY[1], m.group(0))
+
+
+def _symbols(obj: Path) -> list[tuple[str, str]]:
+    """(name, nm's type letter) for every symbol of an object file."""
+    out = subprocess.run(["nm", "-P", "-p", str(obj)], capture_output=True, text=True, check=True)
+    return [(fields[0], fields[1]) for fields in map(str.split, out.stdout.splitlines()) if len(fields) > 1]
+
+
+def _sections(obj: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True, check=True)
+    return re.findall(r"^\s*\[\s*[1-9]\d*\]\s+(\S+)", out.stdout, re.M)
+
+
+UNDEFINED, WEAK = set("Uwv"), set("WVu")
+
+
+def _check_object(kernel: Path, launch: list[Path], expanded: Expanded, filename: str,
+                  entry_points: dict) -> None:
+    """The kernel file's object, before it is linked: nothing that runs when the library is
+    loaded, no name of the launch code's but its entry points, and only the imports device
+    code may make."""
+    symbols = _symbols(kernel)
+    loaded = [s for s in _sections(kernel) if LOAD_TIME.fullmatch(s)]
+    loaded += [name for name, kind in symbols if kind == "i" or name.startswith("_GLOBAL__sub_")]
+    if loaded:
+        raise CompileError(filename, "cpu", (
+            f"{filename} runs code when it is loaded or unloaded ({', '.join(sorted(set(loaded))[:4])}): a "
+            "constructor, an attribute that places code, or a global initialised by code at run "
+            "time; a GPU kernel runs only when it is launched (give a global a constant initialiser)"))
+    theirs = [s for obj in launch for s in _symbols(obj)]
+    used = {name for name, kind in theirs if kind in UNDEFINED}
+    defined = {name for name, kind in theirs if kind not in UNDEFINED and (kind.isupper() or kind in "ui")}
+    clashes = sorted({name for name, kind in symbols if kind not in UNDEFINED and name not in entry_points
+                      and (name in used or (name in defined and kind not in WEAK))})
+    if clashes:
+        raise CompileError(filename, "cpu", (
+            f"{filename} defines {', '.join(clashes[:5])}, a name the cpu backend's launch code "
+            "uses: name it otherwise"))
+    imports = [name for name, kind in symbols if kind in UNDEFINED and name not in defined]
+    try:
+        check_symbols(imports, filename, expanded.code)
+    except Refused as exc:
+        raise CompileError(filename, "cpu", str(exc)) from None
+
+
+def _compile(command: list[str], cwd: Path, filename: str) -> str:
+    # errors="replace": a byte that is not UTF-8 (in a string literal, say) never stops the build
+    out = subprocess.run(command, capture_output=True, text=True, errors="replace", cwd=cwd)
+    if out.returncode != 0:
+        raise CompileError(filename, "cpu", out.stderr)
+    return out.stdout
+
+
+def _launch_code(compiler: str, flags: list[str]) -> Path:
+    """cpu_launch.h compiled as an object (cached: it is the same for every kernel built with
+    these options, whatever its defines, which are the kernel file's and not the launch
+    code's)."""
+    key = KernelSource("", "cpu_launch.h").fingerprint("cpu launch code", compiler_version(), *flags)
 
     def compile_now():
         with tempfile.TemporaryDirectory() as tmp:
-            wrapper_file, library = Path(tmp) / "kernel.cpp", Path(tmp) / "kernel.so"
-            wrapper_file.write_text(wrapper)
-            # Compiled in the scratch folder, its name mapped away, so that the debug line
-            # table names the kernel file exactly as the student sees it (the #line name).
-            out = subprocess.run([compiler, *flags, f"-fdebug-prefix-map={tmp}=.",
-                                  f"-I{KERNEL_INCLUDE_DIR}", str(wrapper_file), "-o", str(library)],
-                                 capture_output=True, text=True, cwd=tmp)
-            if out.returncode != 0:
-                raise CompileError(src.filename, "cpu", out.stderr)
-            return library.read_bytes(), out.stderr.encode()
+            (Path(tmp) / "launch.cpp").write_text('#include "cpu_launch.h"\n')
+            log = _compile([compiler, *flags, "-c", "launch.cpp", "-o", "launch.o"], Path(tmp), "cpu_launch.h")
+            return (Path(tmp) / "launch.o").read_bytes(), log.encode()
+
+    return cache.build_once(key, ".o", compile_now)[2]
+
+
+def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = ()) -> Path:
+    """Build the kernel file as a shared library for this CPU; cached on disk. Returns its path.
+
+    Every check runs before the library exists, so none of its code is ever loaded unchecked.
+    """
+    src = KernelSource.load(source)
+    refuse_unsupported(src)
+    compiler = _compiler()
+    flags = build_flags(defines, options)
+    entry_points = defined_entry_points(src)
+    unit, launchers = kernel_unit(src), launchers_source(src, entry_points)
+    key = src.fingerprint("cpu", compiler_version(), unit, launchers, *flags, *sorted(SYMBOLS))
+    launch = _launch_code(compiler, build_flags(None, options))
+
+    def compile_now():
+        with tempfile.TemporaryDirectory() as tmp:
+            # The kernel file alone in a folder of its own: "portable.h" can only be the
+            # harness's. Compiled there, its name mapped away, so that the debug line table
+            # names the kernel file exactly as the student sees it (the #line name).
+            folder, here = Path(tmp) / "kernel", Path(tmp)
+            folder.mkdir()
+            (folder / "kernel.cpp").write_bytes(encode(unit))      # the file's own bytes
+            expanded = Expanded.read(_compile([compiler, *flags, "-E", "kernel.cpp"], folder, src.filename),
+                                     src.filename)
+            _check_expanded(expanded, src.filename, compiler)
+            log = _compile([compiler, *flags, f"-fdebug-prefix-map={folder}=.", "-c", "kernel.cpp",
+                            "-o", str(here / "kernel.o")], folder, src.filename)
+            (here / "launchers.cpp").write_text(launchers)
+            _compile([compiler, *flags, "-c", "launchers.cpp", "-o", "launchers.o"], here, src.filename)
+            _check_object(here / "kernel.o", [launch, here / "launchers.o"], expanded, src.filename,
+                          entry_points)
+            # Only the launchers are exported: no name of the kernel's can stand in for a
+            # library's, for anything else loaded into the process. The launch code first,
+            # so that where both objects hold a copy of an inline function, its copy is kept.
+            exports = "".join(f"kc_launch_{name}; " for name in entry_points)
+            (here / "exports.map").write_text(f"{{ global: {exports}local: *; }};\n")
+            _compile([compiler, "-shared", "-Wl,--version-script=exports.map", str(launch),
+                      "launchers.o", "kernel.o", "-o", "kernel.so"], here, src.filename)
+            return (here / "kernel.so").read_bytes(), log.encode()
 
     _, _, path = cache.build_once(key, ".so", compile_now)
     return path
@@ -176,8 +375,8 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
 class _Status(ctypes.Structure):
     """kc::Status in cpu_launch.h, field for field."""
     _fields_ = [("outcome", ctypes.c_int), ("signal", ctypes.c_int), ("is_write", ctypes.c_int),
-                ("guard", ctypes.c_int), ("fault_address", ctypes.c_uint64),
-                ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64),
+                ("guard", ctypes.c_int), ("syscall", ctypes.c_int), ("fault_address", ctypes.c_uint64),
+                ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64), ("calls", ctypes.c_uint64 * 8),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
                 ("message", ctypes.c_char * 256)]
 
@@ -350,10 +549,15 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     if status.outcome == 3:
         said = status.message.decode(errors="replace") or f"it exited with code {status.signal}"
         return f"{kernel} was stopped: {said}"
-    signal = _SIGNALS.get(status.signal, f"signal {status.signal}")
-    where = _source_line(library, status.pc - status.library_base) if status.pc else None
+    stopped_by = _SIGNALS.get(status.signal, f"signal {status.signal}")
+    where = _kernel_line(library, status)
     at = f" at {where}" if where else ""
     address = status.fault_address
+    if status.signal == signal.SIGSYS:
+        call = f"({_system_call_name(status.syscall)}) " if status.syscall >= 0 else "(of another ABI) "
+        return (f"{kernel}: the kernel made a system call {call}that a GPU kernel cannot make{at}, "
+                f"in {who}: a kernel computes on its arrays and may printf; files, processes and "
+                "pipes are not its to use")
     if status.signal in (7, 11) and status.guard == 1:
         return (f"stack overflow: {who} of {kernel} used more than the 1 MiB of stack each "
                 f"emulated thread has{at} (a large local array? on a GPU it would live in "
@@ -371,7 +575,28 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
                         f"{element} of an array of {value.size}){at}, by {who} of {kernel}")
         return (f"illegal memory access: {access} of address 0x{address:x}, outside every array "
                 f"passed to {kernel}{at}, by {who}")
-    return f"{kernel} stopped with {signal}{at}, in {who}"
+    return f"{kernel} stopped with {stopped_by}{at}, in {who}"
+
+
+@once
+def _system_call_name(number: int) -> str:
+    """'openat' for 257 on x86-64: the names of this machine's system-call numbers, as the C
+    library's header defines them (SYS_openat)."""
+    out = subprocess.run([_compiler(), "-E", "-dM", "-x", "c", "-"], input="#include <sys/syscall.h>\n",
+                         capture_output=True, text=True)
+    numbers = dict(re.findall(r"^#define __NR_(\w+) (\d+)$", out.stdout, re.M))
+    return next((name for name, value in numbers.items() if int(value) == number), f"number {number}")
+
+
+def _kernel_line(library: Path, status: _Status) -> str | None:
+    """The line the stopped thread was at: its instruction's, or where that is in another
+    library (the C library, for a system call) or in the launch code, the newest call on its
+    stack from a line of the kernel's (none, where the kernel's call was its last: a jump)."""
+    for address in (status.pc, *status.calls):
+        line = _source_line(library, address - status.library_base) if address else None
+        if line and os.path.basename(line.rpartition(":")[0]) not in ("cpu_launch.h", "launchers.cpp"):
+            return line
+    return None
 
 
 def _source_line(library: Path, offset: int) -> str | None:

@@ -4,15 +4,143 @@ A kernel file is compiled by NVRTC for the exact architecture of the GPU in the
 machine (`-arch=sm_90` on an H200), through the same function that builds the
 cubins reported on a CPU-only machine; CuPy's RawModule loads that cubin and
 launches its kernels with scalars passed as explicit NumPy types.
+
+A kernel that faults leaves a CUDA error behind, and most faults are sticky: after an
+illegal address or a misaligned vector load the process's GPU context is gone, and every
+later CUDA call in it fails, CuPy's and torch's alike. So:
+  * every error is named in the course's words (CUDA_ERRORS: "misaligned address: a
+    vector load from an address that is not a multiple of 16 ..."), as a GpuFault that
+    verify() reports as the shape's verdict; after a sticky one, every later call says
+    that the context was lost, and to what, instead of failing with a trace of its own;
+  * within `backend.isolated()` (ladder.check verifies in it) every launch of a compiled
+    kernel runs in a child process with a GPU context of its own, its arrays copied there
+    and back: a fault ends that child only, the launch raises the GpuFault naming it, and
+    this process goes on with a context that never saw it. Timing stays outside: there a
+    launch is a round trip through host memory.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .base import CBackend, host_array, require_gpu, widened
 from .compile_only import nvrtc_compile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------- CUDA's errors
+
+@dataclass(frozen=True)
+class CudaError:
+    code: int                  # the same in the runtime and the driver API
+    name: str                  # the runtime's (the driver's: CUDA_ERROR_ and the words in capitals)
+    text: str                  # what cudaGetErrorString says (torch says "CUDA error: <text>")
+    sentence: str              # what it means, in the course's words
+    sticky: bool               # whether the process's context is lost with it
+
+
+CUDA_ERRORS = (
+    CudaError(700, "cudaErrorIllegalAddress", "an illegal memory access was encountered",
+              "illegal memory access: a thread read or wrote an address outside every "
+              "allocation (a load or a store without its guard, an index past the array)", True),
+    CudaError(701, "cudaErrorLaunchOutOfResources", "too many resources requested for launch",
+              "too many resources requested for launch: a block of this size needs more "
+              "registers or shared memory than a multiprocessor has", False),
+    CudaError(702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated",
+              "launch timed out: the kernel ran past the watchdog's limit (a loop whose "
+              "condition never changes?)", True),
+    CudaError(710, "cudaErrorAssert", "device-side assert triggered",
+              "device-side assert triggered: an assert() in the kernel failed", True),
+    CudaError(714, "cudaErrorHardwareStackError", "hardware stack error",
+              "hardware stack error: a thread overflowed its stack (deep recursion, a large "
+              "local array)", True),
+    CudaError(715, "cudaErrorIllegalInstruction", "an illegal instruction was encountered",
+              "illegal instruction: the kernel ran an instruction the GPU refuses", True),
+    CudaError(716, "cudaErrorMisalignedAddress", "misaligned address",
+              "misaligned address: a vector load from an address that is not a multiple of "
+              "16 (a float4 needs 16-byte alignment, a float2 8, stores alike): an offset into "
+              "the array that is not a multiple of 4 floats, or a row whose length is not", True),
+    CudaError(717, "cudaErrorInvalidAddressSpace", "operation not supported on global/shared address space",
+              "invalid address space: a shared-memory instruction on a global address, or the "
+              "reverse", True),
+    CudaError(718, "cudaErrorInvalidPc", "invalid program counter",
+              "invalid program counter: the kernel jumped outside its code", True),
+    CudaError(719, "cudaErrorLaunchFailure", "unspecified launch failure",
+              "unspecified launch failure: the kernel faulted (most often an access out of "
+              "bounds)", True),
+)
+
+
+def _words(name: str) -> str:
+    """'cudaErrorMisalignedAddress' and 'CUDA_ERROR_MISALIGNED_ADDRESS' -> 'misalignedaddress'."""
+    return re.sub(r"^cudaerror", "", re.sub(r"[^a-z]", "", name.lower()))
+
+
+def cuda_error(error) -> CudaError | None:
+    """The CudaError an exception (CuPy's runtime or driver error, torch's RuntimeError) or
+    a message stands for: by its status code, its name, or CUDA's own text in it."""
+    status = getattr(error, "status", None)
+    for known in CUDA_ERRORS:
+        if isinstance(status, int) and status == known.code:
+            return known
+    text = str(error)
+    names = {_words(name) for name in re.findall(r"\b(?:cudaError\w+|CUDA_ERROR_\w+)", text)}
+    return next((known for known in CUDA_ERRORS
+                 if _words(known.name) in names or known.text in text), None)
+
+
+class GpuFault(RuntimeError):
+    """A CUDA error, named. Its message says which kernel ran last, so a report need not
+    say where in the harness it was raised."""
+    placed = True
+
+
+_lost: list[str] = []      # the sticky error this process's context was lost to, if any
+
+
+def context_lost() -> str | None:
+    """The sticky error this process's GPU context was lost to, or None while it works."""
+    return _lost[0] if _lost else None
+
+
+def named_faults(method):
+    """`method` with CUDA's errors named: a GpuFault saying what the error means and which
+    kernel ran last (`self.last_launch`); once the context is lost, at once, with why."""
+    @functools.wraps(method)
+    def named(self, *args, **kwargs):
+        if _lost:
+            raise GpuFault(f"no CUDA call can run in this process any more: its GPU context "
+                           f"was lost to an earlier error: {_lost[0]}")
+        try:
+            return method(self, *args, **kwargs)
+        except GpuFault:
+            raise
+        except Exception as exc:
+            error = cuda_error(exc)
+            if error is None:
+                raise
+            message = (f"{error.sentence} ({error.name}); raised by the first CUDA call after "
+                       f"{getattr(self, 'last_launch', None) or 'a kernel'}")
+            if error.sticky:
+                _lost.append(message)
+                message += (". The error is sticky: this process's GPU context is lost, and "
+                            "every later CUDA call in it fails (backend.isolated() runs each "
+                            "launch in a child process of its own)")
+            raise GpuFault(message) from exc
+    return named
 
 
 @dataclass(frozen=True)
@@ -38,11 +166,16 @@ class CudaBackend(CBackend):
     name = "cuda"
     label = "GPU (CUDA events)"
 
+    timeout_s = 120.0          # an isolated launch, its copies there and back included
+
     def __init__(self):
         import cupy
         self.cupy = cupy
         self.device = require_gpu("nvidia", self.name)
         self._modules = {}
+        self.last_launch = None        # 'kernel (grid ..., block ...)', for the faults it names
+        self._isolation = 0            # depth of isolated() blocks around this call
+        self._child = None             # the _LaunchChild of the isolated launches, once started
 
     # -- compiling and launching
     def _build(self, source, defines, options):
@@ -51,23 +184,75 @@ class CudaBackend(CBackend):
         build = nvrtc_compile(source, self.device.arch, defines, ("-lineinfo", *options))
         if build.path not in self._modules:
             self._modules[build.path] = self.cupy.RawModule(path=str(build.path))
-        return self._modules[build.path], build.resources
+        return (self._modules[build.path], build.path), build.resources
 
     def _launcher(self, module, kernel_name):
+        module, path = module
         function = module.get_function(kernel_name)
         # Past 48 KB a kernel must be allowed its dynamic shared memory first, up to the
         # device's opt-in limit (227 KB on sm_90).
         limit = self.cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
 
-        def launch(grid, block, args, shared_mem):
+        @named_faults
+        def launch(self, grid, block, args, shared_mem):
             if shared_mem > limit:
                 raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this GPU "
                                  f"allows a block at most {limit} B")
-            if shared_mem > function.max_dynamic_shared_size_bytes:
-                function.max_dynamic_shared_size_bytes = shared_mem
+            self.last_launch = f"{kernel_name} (grid {grid}, block {block})"
             args = tuple(a.bits if isinstance(a, Bf16Array) else a for a in args)
+            if self._isolation:
+                return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
+            allow_shared(function, shared_mem)
             function(grid, block, args, shared_mem=shared_mem)
-        return launch
+        return functools.partial(launch, self)
+
+    @contextlib.contextmanager
+    def isolated(self):
+        """Within: each launch of a compiled kernel runs in a child process of its own GPU
+        context (verify() of a kernel under test), so that its fault, sticky or not, is its
+        verdict and leaves this process's context as it was. Not for timing."""
+        self._isolation += 1
+        try:
+            yield self
+        finally:
+            self._isolation -= 1
+            if not self._isolation and self._child is not None:
+                self._child.close()
+                self._child = None
+
+    def _launch_isolated(self, path: Path, kernel_name: str, grid, block, args, shared_mem):
+        """One launch in the child: every allocation an array argument lives in (C's canary
+        zones with it) copied there whole, at the same alignment, and back after the run."""
+        self.synchronize()                      # what this process queued into them is done
+        cupy, allocations, refs = self.cupy, {}, []
+        for arg in args:
+            if not isinstance(arg, cupy.ndarray):
+                refs.append(("scalar", arg))
+                continue
+            memory = arg.data.mem
+            if memory.ptr not in allocations:
+                whole = cupy.ndarray((memory.size,), cupy.uint8,
+                                     memptr=cupy.cuda.MemoryPointer(memory, 0))
+                allocations[memory.ptr] = (len(allocations), whole)
+            refs.append(("array", allocations[memory.ptr][0], arg.data.ptr - memory.ptr,
+                         arg.shape, arg.dtype.str, arg.strides))
+        wholes = [whole for _, whole in allocations.values()]
+        job = {"module": str(path), "kernel": kernel_name, "grid": grid, "block": block,
+               "shared_mem": shared_mem, "args": refs,
+               "allocations": [cupy.asnumpy(whole) for whole in wholes]}
+        # the child is put back only after a launch that went well: after an error its
+        # context may be gone, and the next launch gets a fresh one
+        child, self._child = self._child or _LaunchChild(), None
+        reply = child.run(job, self.timeout_s, self.last_launch)
+        if "error" in reply:
+            child.close()
+            known = cuda_error(reply["error"])
+            said = f"{known.sentence} ({known.name})" if known else reply["error"]
+            raise GpuFault(f"{said}, in {self.last_launch}. It ran in a child process with a GPU "
+                           "context of its own; this process's context is untouched")
+        self._child = child
+        for whole, host in zip(wholes, reply["allocations"]):
+            whole.set(host)
 
     def dtype_of(self, array) -> str:
         return str(array.dtype)
@@ -76,12 +261,14 @@ class CudaBackend(CBackend):
         return isinstance(value, (self.cupy.ndarray, Bf16Array))
 
     # -- arrays
+    @named_faults
     def to_device(self, host, dtype="fp32"):
         host = host_array(host, dtype)
         if host.dtype.name == "bfloat16":
             return Bf16Array(self.cupy.asarray(host.view(np.uint16)))
         return self.cupy.asarray(host)
 
+    @named_faults
     def to_host(self, array):
         if isinstance(array, Bf16Array):
             import ml_dtypes
@@ -94,6 +281,7 @@ class CudaBackend(CBackend):
         count = int(np.prod(shape))
         return array[offset:offset + count].reshape(shape)
 
+    @named_faults
     def copy(self, dst, src):
         if isinstance(dst, Bf16Array) != isinstance(src, Bf16Array):
             raise TypeError("copy: one array is bf16 and the other is not")
@@ -102,12 +290,15 @@ class CudaBackend(CBackend):
         self.cupy.copyto(dst, src)
 
     # -- time
+    @named_faults
     def synchronize(self):
         self.cupy.cuda.Device().synchronize()
 
+    @named_faults
     def event(self):
         return self.cupy.cuda.Event()         # has .record(), as the harness expects
 
+    @named_faults
     def elapsed_ms(self, start, stop):
         stop.synchronize()
         return self.cupy.cuda.get_elapsed_time(start, stop)
@@ -136,3 +327,100 @@ class CudaBackend(CBackend):
             cupy.matmul(A, B, out=C)
         return gemm
 
+
+
+def allow_shared(function, shared_mem: int) -> None:
+    """Past 48 KB a kernel must be allowed its dynamic shared memory before its launch."""
+    if shared_mem > function.max_dynamic_shared_size_bytes:
+        function.max_dynamic_shared_size_bytes = shared_mem
+
+
+# --------------------------------------------------------------- the isolated launches
+# The parent sends one launch at a time down the child's stdin, and the child answers on its
+# stdout: each message a pickle, after its length as 8 bytes. Both ends are this module.
+
+def _send(stream, message) -> None:
+    blob = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(blob)) + blob)
+    stream.flush()
+
+
+def _receive(stream):
+    """The next message, or None where the other end has closed the pipe."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    (length,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(length))
+
+
+class _LaunchChild:
+    """`python -m kernelcourse.backends.cuda`: a process with a GPU context of its own, for
+    the launches of isolated(). It dies with its first error; the backend starts another."""
+
+    command = (sys.executable, "-m", "kernelcourse.backends.cuda")
+
+    def __init__(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        cwd=REPO, env=env, start_new_session=True)
+
+    def run(self, job: dict, timeout_s: float, what: str) -> dict:
+        """The child's answer to `job`: {'allocations': [...]} or {'error': text}; a GpuFault
+        (the child closed) where it hangs past `timeout_s` or ends without an answer."""
+        ready, reply = True, None
+        try:
+            _send(self.process.stdin, job)
+            ready = bool(select.select([self.process.stdout], [], [], timeout_s)[0])
+            reply = _receive(self.process.stdout) if ready else None
+        except BrokenPipeError:                 # it ended before it read the job
+            pass
+        if reply is not None:
+            return reply
+        self.close()
+        if not ready:
+            raise GpuFault(f"hang: {what} did not finish within {timeout_s:g} s, its copies "
+                           "included, and was stopped: a loop whose condition never changes?")
+        code = self.process.returncode
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        raise GpuFault(f"{what}: the child process it ran in ended without an answer ({how})")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            stream.close()
+
+
+def _child() -> int:
+    """The child's side: launch what the parent sends, answer with the allocations after the
+    run, or with the error and then exit (its context may be gone with it)."""
+    import cupy
+    answers = os.fdopen(os.dup(1), "wb")        # a private copy of stdout carries the answers;
+    os.dup2(2, 1)                               # anything printed goes to stderr
+    functions = {}
+    while (job := _receive(sys.stdin.buffer)) is not None:
+        try:
+            key = (job["module"], job["kernel"])
+            if key not in functions:
+                functions[key] = cupy.RawModule(path=job["module"]).get_function(job["kernel"])
+            function = functions[key]
+            allow_shared(function, job["shared_mem"])
+            # each allocation anew, from the pool as in the parent: the same alignment
+            wholes = [cupy.asarray(host) for host in job["allocations"]]
+            args = [ref[1] if ref[0] == "scalar" else
+                    cupy.ndarray(ref[3], np.dtype(ref[4]), memptr=wholes[ref[1]].data + ref[2],
+                                 strides=ref[5]) for ref in job["args"]]
+            function(job["grid"], job["block"], tuple(args), shared_mem=job["shared_mem"])
+            cupy.cuda.Device().synchronize()
+            _send(answers, {"allocations": [cupy.asnumpy(whole) for whole in wholes]})
+        except Exception as exc:
+            _send(answers, {"error": f"{type(exc).__name__}: {exc}"})
+            return 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child())

@@ -5,15 +5,22 @@ instructor's manual. One module per job:
 
   spec.py       what is graded: an exercise's grading.py (tests, points, files), loaded
   inputs.py     the secret seed of a run, the inputs drawn from it, the float64 references
+  intake.py     a student's folder, read: the files found without following a link, and copied
   sandbox.py    one child process per submission: another user, a scratch folder, an empty
                 environment, time and output limits, a private pipe for what comes back
-  channel.py    that pipe's framing: a JSON header, then the bytes of one array
+  channel.py    that pipe's framing (a JSON header, then the bytes of one array), and every
+                message validated against what the parent asked for
   child.py      the child's side: load the submission, run it on the inputs, send the outputs
+  audit.py      the audit hook in the child: refuses exec, imports, writes, processes the
+                submission asks for
   static/       the static checks: no library GEMM in a Triton file, no escape hatch in a .cu
+  driver.py     one job through a submission's children: a fresh child after one that ends
+  leftovers.py  the processes a submission leaves behind: found, and killed
   judge.py      the parent's side: every output judged here, by verify()'s rules, into points
   perf.py       the timing of a correct kernel beside the course's reference, and the curve
   report.py     grades.csv, Gradescope's results.json, and the schema both are checked against
-  runner.py     one submission through all of the above; a folder with JOBS workers
+  runner.py     one submission through all of the above, and the run they share
+  classroom.py  a folder of submissions with JOBS workers, a row per student whatever happens
   autograder.py the zip Gradescope runs (make autograder EX=NN)
 
 The child never reports a verdict: it sends arrays and values, and the parent judges them.

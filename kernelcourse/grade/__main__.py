@@ -1,30 +1,33 @@
 """`python -m kernelcourse.grade`: what `make grade` and Gradescope's run_autograder call.
 
   python -m kernelcourse.grade SUBMISSIONS [--exercise NN] [--jobs N] [--out DIR] [--student NAME]
-      every sub-folder of SUBMISSIONS is one student; writes OUT/grades.csv,
-      OUT/<student>/results.json and OUT/summary.json
+      every sub-folder of SUBMISSIONS is one student; writes, in OUT, seed.txt and
+      roster.csv before grading, grades.csv (rewritten as each student is graded),
+      students/<student>/results.json and summary.json
   python -m kernelcourse.grade gradescope --exercise NN --submission DIR --results FILE
       one submission, as Gradescope runs it
 
-The run's seed is secret and fresh, and written to grades.csv. To regrade with it, set it
-in the environment, GRADE_SEED=<seed> (never on the command line: every user of the machine
-can read a command line, the submissions' children included).
+The run's seed is secret and fresh, and written to seed.txt and grades.csv. To regrade with
+it, set it in the environment, GRADE_SEED=<seed> (never on the command line: every user of
+the machine can read a command line, the submissions' children included). Ctrl-C or SIGTERM
+stops a run: the children are killed, and grades.csv and summary.json say who was graded.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 from ..check import REPO, description, find_exercise
-from . import inputs, perf, report, runner, spec
+from . import classroom, inputs, intake, leftovers, perf, report, runner, spec
 from .sandbox import Isolation, protect_grader
 
 
 def _exercise(number: str | None, submissions: Path | None) -> Path:
-    """The exercise named, or else the one whose files the submissions hold."""
+    """The exercise named, or else the one whose files the submissions hold (found as the
+    grader finds them: intake.walk)."""
     graded = [e for e in sorted((REPO / "exercises").glob("*")) if (e / "grading.py").is_file()]
     if number is not None:
         found = find_exercise(number)
@@ -32,7 +35,11 @@ def _exercise(number: str | None, submissions: Path | None) -> Path:
             raise SystemExit(f"no exercise {number!r} has a grading.py; these do: "
                              f"{', '.join(e.name for e in graded)}")
         return found
-    held = {e: sum(1 for name in spec.load(e).FILES for _ in submissions.glob(f"*/**/{name}")) for e in graded}
+    files = {e: spec.load(e).FILES for e in graded}
+    students, _ = classroom.roster(submissions)
+    walks = [intake.walk(submissions / s.name, {n for names in files.values() for n in names}).paths
+             for s in students if not s.refused]
+    held = {e: sum(1 for paths in walks for name in names if paths[name]) for e, names in files.items()}
     best = sorted(held, key=held.get, reverse=True)
     if not best or held[best[0]] == 0 or (len(best) > 1 and held[best[0]] == held[best[1]]):
         raise SystemExit("which exercise? name it: EX=NN (make grade) or --exercise NN")
@@ -50,14 +57,20 @@ def _machine() -> tuple[str, bool, list[str]]:
     return backend, True, [str(i) for i in range(max(1, torch.cuda.device_count()))]
 
 
-def make_run(exercise: Path, out: Path, flat: bool = False, **limits) -> runner.Run:
+def make_run(exercise: Path, out: Path, flat: bool = False, label: str = "", **limits) -> runner.Run:
     protect_grader()
+    leftovers.keep_descendants()
     seed = inputs.run_seed()
     backend, on_gpu, gpus = _machine()
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)                 # grades are no child's business (nor another student's)
     return runner.Run(exercise, spec.load(exercise), description(exercise), seed, out, backend,
-                      on_gpu, gpus, flat=flat, **{k: v for k, v in limits.items() if v})
+                      on_gpu, gpus, flat=flat, label=label, **{k: v for k, v in limits.items() if v})
+
+
+def _stopped(signum, frame):
+    """SIGTERM as Ctrl-C: the run stops the way it stops for a KeyboardInterrupt."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def grade_folder(args) -> int:
@@ -69,7 +82,7 @@ def grade_folder(args) -> int:
     submissions = args.submissions.resolve()
     exercise = _exercise(args.exercise, submissions)
     out = (args.out or REPO / "build" / f"grade-{exercise.name[:2]}").resolve()
-    run = make_run(exercise, out, test_time_limit=args.test_time_limit,
+    run = make_run(exercise, out, label=args.student or "", test_time_limit=args.test_time_limit,
                    submission_time_limit=args.time_limit)
     jobs = max(1, args.jobs)
     timing = ("no GPU here: correctness only (Triton's interpreter, the cpu backend); performance is "
@@ -79,36 +92,45 @@ def grade_folder(args) -> int:
     print(f"Grading {submissions} against exercise {exercise.name}, {jobs} worker(s)")
     print(f"  isolation: {isolation}")
     print(f"  {timing}")
+    signal.signal(signal.SIGTERM, _stopped)
     started = time.monotonic()
     try:
         if run.on_gpu:
-            runner.probe(run)
-        rows = runner.grade_folder(run, submissions, jobs, args.student)
+            classroom.probe(run)
+        rows = classroom.grade_folder(run, submissions, jobs, args.student)
     except RuntimeError as exc:
         print(f"cannot grade on this machine: {exc}")
         return 2
     finally:
+        left = leftovers.survivors(run)
         run.close()
     seconds = time.monotonic() - started
-    name = f"grades-{args.student}.csv" if args.student else "grades.csv"
-    report.write_csv(out / name, rows, run.seed)
+    interrupted = run.stopping.is_set()
     summary = {"exercise": exercise.name, "students": len(rows), "jobs": jobs, "seconds": round(seconds, 1),
                "machine": {"c_backend": run.c_backend, "on_gpu": run.on_gpu, "gpus": run.gpus},
                "isolation": isolation, "timing": timing, "perf_curve": perf.CURVE,
-               "seed": run.seed, "totals": {s: round(sum(o.score for o in outcomes), 2) for s, outcomes in rows}}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"{len(rows)} graded in {seconds:.0f} s: {out / name}, {out}/<student>/results.json")
-    return 0
+               "seed": run.seed, "interrupted": interrupted, "survivors": left,
+               "totals": {report.visible(r.student): round(sum(o.score for o in r.outcomes), 2) for r in rows}}
+    report.write_json(run.layout.summary, summary)
+    if left:
+        print(f"{len(left)} process(es) of the submissions outlived their children and were killed "
+              f"(summary.json, survivors): {', '.join(p['command'][:60] for p in left)}")
+    said = (f"the run was interrupted after {seconds:.0f} s ({len(rows)} rows)" if interrupted else
+            f"{len(rows)} graded in {seconds:.0f} s")
+    print(f"{said}: {run.layout.grades}, {out / 'students'}/<student>/results.json")
+    return 130 if interrupted else 0
 
 
 def grade_gradescope(args) -> int:
     """One submission as Gradescope runs it: results.json at --results, always."""
     exercise = _exercise(args.exercise, None)
     run = make_run(exercise, args.results.parent.resolve(), flat=True)
+    signal.signal(signal.SIGTERM, _stopped)
     print(f"seed {run.seed} (GRADE_SEED={run.seed} regrades this submission)")
     try:
-        runner.Submission(run, "submission", args.submission.resolve(), 0).grade()
+        classroom.grade_student(run, classroom.Student("submission"), args.submission.resolve(), 0)
     finally:
+        leftovers.survivors(run)
         run.close()
     if args.results.name != "results.json":
         (run.out / "results.json").replace(args.results)
@@ -128,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submissions", type=Path)
     parser.add_argument("--exercise", help="its number: 01 (default: the one the files belong to)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once")
-    parser.add_argument("--out", type=Path, help="where grades.csv and results.json go")
+    parser.add_argument("--out", type=Path, help="where grades.csv, summary.json and students/ go")
     parser.add_argument("--student", help="grade only this sub-folder (a regrade: set GRADE_SEED)")
     parser.add_argument("--test-time-limit", type=float, help="seconds per test (default: the exercise's)")
     parser.add_argument("--time-limit", type=float, help="seconds per submission (default: the exercise's)")

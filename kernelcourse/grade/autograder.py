@@ -17,7 +17,7 @@ from pathlib import Path
 from ..check import REPO, find_exercise
 
 TEMPLATES = Path(__file__).resolve().parent / "gradescope"
-PINNED = ("numpy", "torch", "triton")
+PINNED = ("numpy", "torch", "triton", "pyseccomp")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 

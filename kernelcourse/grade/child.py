@@ -10,22 +10,21 @@ Jobs:
   gemm       each kernel file on each shape: the runs the parent asks for, input set by
              input set into the same buffers (a result cached by pointer or shape shows)
   functions  each function of a Python file on each set of arguments
-  symbols    the C file compiled alone, for the static check of what it imports
   perf       a correct kernel timed beside the course's reference (perf.py)
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
+import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from . import audit
 from .channel import Sender
-from .sandbox import OUTPUT_LIMIT, confine
+from .sandbox import MEMORY_LIMIT, OUTPUT_LIMIT, confine, refuse_new_programs
 
 
 def main(argv: list[str]) -> int:
@@ -40,9 +39,14 @@ def main(argv: list[str]) -> int:
 
 
 def _explain(exc: BaseException, folder: Path) -> str:
-    """What make check says of an exception, with the grader's output limit."""
+    """What make check says of an exception, with the grader's output limit; an allocation
+    refused by the child's memory cap (Python's MemoryError, torch's allocator) says so."""
     from kernelcourse.check import explain
-    return explain(exc, folder, OUTPUT_LIMIT)
+    said = explain(exc, folder, OUTPUT_LIMIT)
+    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+        said = (f"memory limit: the submission asked for more than the {MEMORY_LIMIT >> 30} GiB "
+                f"of memory a graded process may hold\n{said}")
+    return said
 
 
 # --------------------------------------------------------------------------- gemm
@@ -57,7 +61,11 @@ def _implementation(test: dict, backend_name: str, folder: Path):
         if backend.name == "cpu":
             backend.timeout_s = test["launch_timeout_s"]
         return dataclasses.replace(rung, source=folder / test["file"]).c_impl(backend)
-    return dataclasses.replace(rung, twin=folder / test["file"]).triton_impl(get_backend("triton"))
+    triton = get_backend("triton")
+    audit.install(Path.cwd(), audit.TRITON_FILE)   # armed before the file's first line runs
+    if not triton.on_gpu:       # the interpreter needs no program (a GPU's Triton runs ptxas)
+        refuse_new_programs()
+    return dataclasses.replace(rung, twin=folder / test["file"]).triton_impl(triton)
 
 
 def gemm(job: dict, channel: Sender) -> None:
@@ -100,9 +108,19 @@ def gemm(job: dict, channel: Sender) -> None:
             except Exception as exc:          # a crash is the parent's to judge: say what it was
                 message = _explain(exc, folder)
                 channel.send({"test": t, "shape": s, "crash": message})
-                if "illegal" in message.lower() or "hang:" in message.lower():
-                    break                     # the context is gone, or each shape would hang
+                if _context_lost():           # no CUDA call works here any more: the tests
+                    channel.send({"test": t, "done": True})   # after this one get a fresh
+                    os._exit(0)                                # child from the parent
+                if "hang:" in message.lower():
+                    break                     # each shape would hang as this one did
         channel.send({"test": t, "done": True})
+
+
+def _context_lost() -> bool:
+    """Whether a sticky GPU error took this process's context (only the cuda backend, or a
+    Triton kernel on an NVIDIA GPU, can lose one; the cpu backend and the interpreter never)."""
+    cuda = sys.modules.get("kernelcourse.backends.cuda")
+    return cuda is not None and cuda.context_lost() is not None
 
 
 # ----------------------------------------------------------------------- functions
@@ -110,6 +128,8 @@ def gemm(job: dict, channel: Sender) -> None:
 def functions(job: dict, channel: Sender) -> None:
     from kernelcourse.check import load_python
     try:
+        audit.install(Path.cwd(), audit.PYTHON_FILE)   # armed before the file's first line runs
+        refuse_new_programs()
         module = load_python(Path(job["folder"]) / job["file"])
     except BaseException as exc:              # SyntaxError, ImportError, SystemExit, ...
         channel.send({"load_error": _explain(exc, Path(job["folder"]))})
@@ -130,29 +150,6 @@ def functions(job: dict, channel: Sender) -> None:
             else:
                 channel.send({"test": t, "case": c, "value": value})
         channel.send({"test": t, "done": True})
-
-
-# ------------------------------------------------------------------------- symbols
-
-def symbols(job: dict, channel: Sender) -> None:
-    """The C file compiled alone, as the cpu backend compiles it, and the symbols its object
-    imports (nm -u): the static check's evidence, whatever macros spelled the calls."""
-    from kernelcourse.backends.cpu import _compiler
-    from kernelcourse.source import KERNEL_INCLUDE_DIR
-    source = Path(job["folder"]) / job["file"]
-    channel.send({"test": 0, "start": True})
-    with tempfile.TemporaryDirectory() as tmp:
-        obj = Path(tmp) / "kernel.o"
-        built = subprocess.run([_compiler(), "-std=c++17", "-O2", "-fPIC", "-DKC_CPU",
-                                f"-I{KERNEL_INCLUDE_DIR}", "-x", "c++", "-c", str(source), "-o", str(obj)],
-                               capture_output=True, text=True)
-        if built.returncode != 0:
-            channel.send({"compiled": False})   # the kernel's own compile will show the log
-        else:
-            listed = subprocess.run(["nm", "-u", "-P", str(obj)], capture_output=True, text=True, check=True)
-            channel.send({"compiled": True,
-                          "symbols": [line.split()[0] for line in listed.stdout.splitlines() if line]})
-    channel.send({"test": 0, "done": True})
 
 
 def perf(job: dict, channel: Sender) -> None:
@@ -197,7 +194,7 @@ def probe(job: dict, channel: Sender) -> None:
     channel.send({"test": 0, "done": True})
 
 
-JOBS = {"gemm": gemm, "functions": functions, "symbols": symbols, "perf": perf, "probe": probe}
+JOBS = {"gemm": gemm, "functions": functions, "perf": perf, "probe": probe}
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -6,8 +6,8 @@ loads a line of the submission (a limit lowered cannot be raised again).
 
 The walls, and what each protects:
   * another user: when the grader runs as root, each worker's children run as a uid of
-    their own (UID_BASE + worker), with no groups and no new privileges (setpriv), so a
-    submission cannot write the grader's files, read its memory, or signal or read a
+    their own (one per worker, from a block of uids this run holds), with no groups and
+    no new privileges (setpriv), so a submission cannot write the grader's files, read its memory, or signal or read a
     submission graded beside it; after each child every process of that uid is killed,
     so nothing a submission left running survives into the next;
   * files: the child may write under its scratch folder only, and read only the system,
@@ -21,13 +21,23 @@ The walls, and what each protects:
     the seed; HOME, TMPDIR and every cache point into scratch, so no cache is shared;
   * limits: a time limit per test and per submission (the parent kills the child's whole
     process group), files and printed output capped (RLIMIT_FSIZE; past it a write fails
-    with EFBIG), no core dumps, a cap on processes;
+    with EFBIG), memory capped (RLIMIT_DATA: the heap and every private writable mapping,
+    torch's tensors included; a GPU's own memory is not counted), CPU time capped
+    (RLIMIT_CPU, a backstop behind the parent's clock), no core dumps, a cap on processes;
+  * system calls: a seccomp filter (libseccomp, through pyseccomp) refuses from the start
+    what no graded process needs: network sockets, ptrace and reading another process's memory,
+    namespaces and mounts, kernel modules, bpf; and once the student's Python code may run
+    on Triton's interpreter, new programs and new processes (execve, fork): the code can
+    then only compute, print and return (on a GPU, Triton runs ptxas as a program, so there
+    the audit hook is what stands between a Triton file and a new program). The cpu
+    backend's launch child, where a C kernel runs, has a filter of its own (cpu_launch.h);
   * the grader itself is not dumpable: a child running as the same user still cannot read
     its memory or environment through /proc.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import signal
@@ -39,7 +49,35 @@ from pathlib import Path
 from .channel import Receiver
 
 OUTPUT_LIMIT = 8 << 20         # bytes: the log of what the child prints, and any file it writes
-UID_BASE = 61000               # root: worker w's children run as UID_BASE + w
+MEMORY_LIMIT = 2 << 30         # bytes of private memory per child: the harness and its inputs
+                               # need a few hundred MB; a buffer of gigabytes is refused
+CPU_SECONDS = 3600             # CPU seconds per child, all its threads together (the parent's
+                               # wall clock stops a submission long before, on any machine)
+UID_BASE = 61000               # root: worker w's children run as UID_BASE + w, in the run's block
+UID_BLOCK = 256                # uids per run: blocks UID_BASE + b * UID_BLOCK, b < UID_BLOCKS
+UID_BLOCKS = 16
+_claimed: list = []            # the lock file of this process's block, held until it exits
+
+
+def run_uid_base() -> int:
+    """The first uid of this grading run's own block. Each worker's children run as a uid of
+    the block, and after each child every process of that uid is killed: with a block per
+    run (claimed with a lock only this process holds), two grading runs on one machine never
+    kill each other's children. The lock goes with the process, however it ends."""
+    import fcntl
+    if _claimed:
+        return _claimed[0][0]
+    for block in range(UID_BLOCKS):
+        lock = open(f"/tmp/kernelcourse-grade-uids-{block}.lock", "a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        _claimed.append((UID_BASE + block * UID_BLOCK, lock))
+        return _claimed[0][0]
+    raise RuntimeError(f"{UID_BLOCKS} grading runs already hold this machine's uid blocks; "
+                       "wait for one to end")
 PROCESS_LIMIT = 1024           # processes and threads of one child's uid (torch starts many)
 PASSED_THROUGH = ("PATH", "LD_LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME", "ROCM_PATH", "HIP_PATH",
                   "HIP_PLATFORM", "CXX", "TRITON_INTERPRET")
@@ -65,7 +103,7 @@ class Isolation:
         root = os.geteuid() == 0 and shutil.which("setpriv") is not None
         net = root and shutil.which("unshare") is not None and subprocess.run(
             ["unshare", "--net", "--", "true"], capture_output=True).returncode == 0
-        isolation = cls(UID_BASE + worker if root else None, net, landlock_abi() > 0)
+        isolation = cls(run_uid_base() + worker if root else None, net, landlock_abi() > 0)
         isolation.check_reachable()
         return isolation
 
@@ -88,13 +126,16 @@ class Isolation:
                 "as that user)")
 
     def describe(self) -> str:
-        who = (f"as uids {UID_BASE}+ (one per worker, not the grader's)" if self.uid is not None
+        who = (f"as uids {run_uid_base()}+ (one per worker, not the grader's)" if self.uid is not None
                else "as the grader's own user (run the grader as root for a user of their own)")
         files = ("it reads only the system, Python and the harness, and writes only under its "
                  "scratch folder (Landlock)" if self.landlock else
                  "its file access is limited by its uid only (this kernel has no Landlock)")
         net = "no network" if self.network_cut else "network not cut off (needs root and unshare)"
-        return f"children run {who}; {files}; {net}"
+        calls = ("a system-call filter (no network sockets, no ptrace; no new programs once a student's "
+                 "Python loads on the interpreter)" if _seccomp() else
+                 "no system-call filter (libseccomp or pyseccomp missing)")
+        return f"children run {who}; {files}; {net}; {calls}"
 
     def command(self, argv: list[str]) -> list[str]:
         prefix = ["unshare", "--net", "--"] if self.network_cut else []
@@ -181,10 +222,13 @@ def confine(scratch: Path) -> None:
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
     if os.getuid() >= UID_BASE:               # a uid of its own: the count is this child's
         resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
     if landlock_abi() > 0:
         _landlock(scratch)
+    _filter(NEVER_NEEDED)
 
 
 # Landlock (Linux 5.13+): an unprivileged process gives up rights for itself and its
@@ -200,6 +244,60 @@ _READ_RIGHTS = (1 << 0) | (1 << 2) | (1 << 3)                    # execute, read
 _WRITE_RIGHTS = (1 << 1) | sum(1 << b for b in range(4, 13))     # write file, remove, make
 _REFER, _TRUNCATE = 1 << 13, 1 << 14                             # ABI 2 and ABI 3
 _SYSTEM = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/run")
+
+
+# System calls no graded process makes: refused with EPERM from the child's first line.
+NEVER_NEEDED = ("ptrace", "process_vm_readv", "process_vm_writev",
+                "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "mount", "umount2",
+                "unshare", "setns", "pivot_root", "chroot", "keyctl", "add_key", "request_key",
+                "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+                "personality")
+CLONE_THREAD = 0x00010000
+AF_UNIX = 1
+
+
+def _seccomp():
+    """pyseccomp, or None where libseccomp (or Linux) is missing: the layer is then absent,
+    and Isolation.describe says so."""
+    if sys.platform != "linux":
+        return None
+    try:
+        import pyseccomp
+        pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return pyseccomp
+
+
+def _filter(names: tuple[str, ...], no_processes: bool = False) -> bool:
+    """Load a filter refusing `names` (and, with no_processes, fork and any clone that is not
+    a thread) for this process and every process it starts; False where seccomp is absent.
+    Filters stack: one loaded later only ever refuses more."""
+    seccomp = _seccomp()
+    if seccomp is None:
+        return False
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for name in names:
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+    # Sockets of every family but AF_UNIX: with every socket refused, the CUDA driver failed
+    # to start (cudaErrorOperatingSystem, seen on an H200); with local ones allowed, it started.
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "socket", seccomp.Arg(0, seccomp.NE, AF_UNIX))
+    if no_processes:
+        for name in ("fork", "vfork"):
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
+                       seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+        # clone3 passes its flags in memory, where a filter cannot look: refused as unknown,
+        # so that the C library falls back to clone, which the rule above sees.
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.load()
+    return True
+
+
+def refuse_new_programs() -> bool:
+    """In the child, right before the student's Python code loads (Triton's interpreter, or
+    exercise 03's functions): no new program (execve) and no new process from here on."""
+    return _filter(("execve", "execveat"), no_processes=True)
 
 
 def landlock_abi() -> int:

@@ -83,7 +83,14 @@ class FunctionTest:
 
 
 def load(exercise: Path):
-    """The exercise's grading.py as a module (no __pycache__ left beside it)."""
+    """The exercise's grading.py as a module (no __pycache__ left beside it). Its C files
+    come before its Triton files: a child that has loaded a student's Python on Triton's
+    interpreter may start no program after it, so a C file after it could not be compiled."""
     from ..check import description
-    return description(exercise, "grading.py")
+    spec = description(exercise, "grading.py")
+    kinds = [t.kind for t in spec.TESTS if isinstance(t, GemmTest)]
+    if kinds != sorted(kinds):                       # "c" < "triton"
+        raise ValueError(f"{exercise.name}/grading.py: list the C files' GemmTests before the "
+                         "Triton files' (the grader's child runs them in that order)")
+    return spec
 

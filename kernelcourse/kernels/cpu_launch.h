@@ -1,20 +1,58 @@
 // cpu_launch.h: running a grid of fibers, in a child process that may crash or hang.
 //
-// The cpu backend's generated wrapper includes this after the kernel file and calls
-// kc::start_isolated() from each entry point's launcher. The launch runs in a child
-// process (fork), because a student's kernel may read past an array (the backend puts a
-// guard page after every array, so that read faults) or loop forever: the child's death or
-// its time limit becomes a status the backend reads, and the Python process lives on.
-// Arrays live in shared mappings, so what the child writes the parent sees.
+// The cpu backend compiles this as a translation unit of its own (never after the kernel
+// file, whose macros would reach it) into every kernel's library; each entry point's
+// launcher calls kc_start_isolated(). The launch runs in a child process (fork), because a
+// student's kernel may read past an array (the backend puts a guard page after every
+// array, so that read faults) or loop forever: the child's death or its time limit becomes
+// a status the backend reads, and the Python process lives on. Arrays live in shared
+// mappings, so what the child writes the parent sees.
+//
+// A GPU kernel cannot open a file, start a process or write to a pipe, and here neither
+// can the kernel: before it runs, the child closes every descriptor but 0, 1 and 2 (the
+// caller's, the grader's result pipe among them) and installs a system-call filter
+// (seccomp, Linux) that lets through only what the emulation needs while the kernel runs.
 #pragma once
 
+#include "cpu_runtime.h"
+
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <initializer_list>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
+
+// Switch fibers: save the callee-saved registers on the current stack, store the stack
+// pointer in *save_sp, load load_sp, and restore the registers saved there: a coroutine
+// switch in a few instructions (ucontext's swapcontext also saves the signal mask, a
+// system call).
+#if defined(__x86_64__)
+#if defined(__APPLE__)
+#define KC_SYMBOL "_kc_switch"
+#define KC_FUNCTION_TYPE ""
+#else
+#define KC_SYMBOL "kc_switch"
+#define KC_FUNCTION_TYPE ".type kc_switch, @function\n"
+#endif
+__asm__(".text\n.globl " KC_SYMBOL "\n" KC_FUNCTION_TYPE KC_SYMBOL ":\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
+#else
+#error "the cpu backend switches fibers with x86-64 instructions; this machine is not x86-64 (use the Triton interpreter here)"
 #endif
 
 // The bounds of the __shared__ section (the linker defines them for a section whose name
@@ -34,9 +72,13 @@ struct Status {
     int is_write;             // 1 when the faulting access was a write (x86-64 Linux), -1 unknown
     int guard;                // the guard the fault hit: 1 a thread's stack (an overflow), 2 the
                               // page past the dynamic shared memory, 0 neither
+    int syscall;              // SIGSYS: the system call the filter stopped (-1: none recorded)
     uint64_t fault_address;   // the address it touched
     uint64_t pc;              // the instruction that touched it
     uint64_t library_base;    // where this library was loaded (pc - base: its offset)
+    uint64_t calls[8];        // the calls into this library's code on the thread's stack, the
+                              // newest first: where the kernel was, when pc is in a library
+                              // function it called (memcpy, or the C library's system call)
     uint3 block, thread;      // who was running
     char message[256];        // FAILED: what the emulation refused to go on with
 };
@@ -48,11 +90,38 @@ static char* stacks_begin;                  // the fibers' stacks, for telling a
 static char* stacks_end;
 static char* shared_end;                    // the end of the dynamic shared memory, its guard's size
 static size_t shared_guard;
+static uintptr_t code_begin, code_end;      // this library's code segment
 
-[[noreturn]] static void stop(const char* message) {
+[[noreturn]] void stop(const char* message) {
     status->outcome = FAILED;
     snprintf(status->message, sizeof status->message, "%s", message);
     _exit(4);
+}
+
+}  // namespace kc
+
+// What a kernel's failed assert() and the stack protector call (a check the compiler may add
+// to a function with a local array): here each stops the launch saying why, as a GPU's
+// assert stops its kernel. The C library's would abort(), whose system calls the filter
+// refuses, and the report would name those instead.
+extern "C" [[noreturn]] void __assert_fail(const char* expression, const char* file, unsigned line,
+                                           const char* function) noexcept {
+    char text[256];
+    snprintf(text, sizeof text, "assertion failed: %s (%s:%u, in %s)", expression, file, line, function);
+    kc::stop(text);
+}
+
+extern "C" [[noreturn]] void __stack_chk_fail() noexcept {
+    kc::stop("stack smashing detected: a write past the end of a local array of the kernel's");
+}
+
+namespace kc {
+
+static void fiber_main() {
+    launch.body(launch.args);
+    launch.current->state = DONE;
+    kc_switch(&launch.current->sp, launch.scheduler_sp);
+    __builtin_trap();                     // a finished fiber is never resumed
 }
 
 static uint64_t next_random(uint64_t& state) {   // xorshift64: a reproducible shuffle
@@ -174,17 +243,34 @@ static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, i
     }
 }
 
+// The return addresses into this library's code on the stack of the thread that stopped,
+// newest first (each minus one: inside its call instruction), for the backend to name the
+// kernel's line when the thread stopped in a function of another library.
+static void note_calls(const uintptr_t* sp) {
+    const char* stack = reinterpret_cast<const char*>(sp);
+    if (!(stacks_begin <= stack && stack < stacks_end)) return;      // not a fiber's stack
+    const size_t fiber = size_t(stack - stacks_begin) / STACK_BYTES;
+    const uintptr_t* top = reinterpret_cast<const uintptr_t*>(stacks_begin + (fiber + 1) * STACK_BYTES);
+    unsigned found = 0;
+    for (; sp < top && found < sizeof status->calls / sizeof status->calls[0]; ++sp)
+        if (code_begin <= *sp && *sp < code_end) status->calls[found++] = *sp - 1;
+}
+
 static void on_fault(int signal, siginfo_t* info, void* context) {
     status->outcome = SIGNALLED;
     status->signal = signal;
     status->fault_address = reinterpret_cast<uint64_t>(info->si_addr);
     status->is_write = -1;
+#if defined(__linux__)
+    if (signal == SIGSYS) status->syscall = info->si_syscall;
+#endif
     const char* address = static_cast<char*>(info->si_addr);
     status->guard = stacks_begin <= address && address < stacks_end ? 1
                   : shared_end <= address && address < shared_end + shared_guard ? 2 : 0;
 #if defined(__linux__) && defined(__x86_64__)
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
+    note_calls(reinterpret_cast<const uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]));
     status->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;   // page-fault error code
 #else
     (void)context;
@@ -192,6 +278,95 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
     status->block = blockIdx;
     status->thread = launch.current ? launch.current->thread : uint3{0, 0, 0};
     _exit(128 + signal);
+}
+
+// Every descriptor but stdin, stdout and stderr is closed: none is the kernel's to use (the
+// caller's are, the grader's result pipe among them).
+static void close_descriptors() {
+#if defined(SYS_close_range)
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;     // Linux 5.9+
+#endif
+    DIR* listed = opendir("/dev/fd");
+    if (!listed) stop("the cpu backend could not close the caller's file descriptors "
+                      "(no close_range, no /dev/fd)");
+    while (const dirent* entry = readdir(listed)) {
+        const int fd = atoi(entry->d_name);
+        if (fd > 2 && fd != dirfd(listed)) close(fd);
+    }
+    closedir(listed);
+}
+
+#if defined(__linux__)
+// The system-call filter, a BPF program seccomp runs on each call: the call's number and
+// arguments in, a verdict out. Each rule is a few instructions; a call no rule allows
+// raises SIGSYS (on_fault records the call), and a call of another ABI (32-bit, x32) ends
+// the process at once, since its numbers mean other calls.
+constexpr uint32_t THIS_ARCH = AUDIT_ARCH_X86_64;      // the fibers are x86-64 only (kc_switch)
+static sock_filter filter_code[64];
+static unsigned short filter_size;
+
+static void emit(uint16_t code, uint32_t k, uint8_t jump_true = 0, uint8_t jump_false = 0) {
+    filter_code[filter_size++] = {code, jump_true, jump_false, k};
+}
+
+// The call, whatever its arguments.
+static void allow(uint32_t call) {
+    emit(BPF_JMP | BPF_JEQ | BPF_K, call, 0, 1);
+    emit(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
+// The call when the low 32 bits of its argument `arg` (a descriptor, flags; little-endian)
+// equal one of `values`, or with `flag`, have the bit values[0] set. Once the call matched,
+// each branch returns, so the next rule still finds the call's number in the accumulator.
+static void allow_when(uint32_t call, unsigned arg, std::initializer_list<uint32_t> values,
+                       bool flag = false) {
+    const uint8_t count = uint8_t(values.size());
+    emit(BPF_JMP | BPF_JEQ | BPF_K, call, 0, uint8_t(count + 3));
+    emit(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, args) + 8 * arg));
+    uint8_t left = count;
+    for (uint32_t value : values) emit(BPF_JMP | (flag ? BPF_JSET : BPF_JEQ) | BPF_K, value, left--, 0);
+    emit(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
+    emit(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
+// What the kernel may ask of the system once it runs: what printf needs (a write to stdout
+// or stderr), the allocator behind it (fresh anonymous memory, never a file's), the clock,
+// and the end of the launch. Everything the emulation needs besides (stacks, mappings,
+// signal handlers) is set up before.
+static void forbid_system_calls() {
+    emit(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, arch)));
+    emit(BPF_JMP | BPF_JEQ | BPF_K, THIS_ARCH, 1, 0);
+    emit(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    emit(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, nr)));
+    emit(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1);
+    emit(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    for (uint32_t call : {__NR_exit, __NR_exit_group, __NR_rt_sigreturn, __NR_brk, __NR_munmap,
+                          __NR_mremap, __NR_mprotect, __NR_madvise, __NR_clock_gettime,
+                          __NR_gettimeofday})
+        allow(call);
+    allow_when(__NR_mmap, 3, {MAP_ANONYMOUS}, true);
+    allow_when(__NR_write, 0, {1, 2});
+    allow_when(__NR_writev, 0, {1, 2});
+    emit(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
+    const sock_fprog program = {filter_size, filter_code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+        char text[200];
+        snprintf(text, sizeof text, "the cpu backend could not install its system-call filter "
+                 "(seccomp): %s", strerror(errno));
+        stop(text);
+    }
+}
+#endif
+
+// From here the kernel runs: printf gets its buffer now (its first use would ask the system
+// what stdout is, and allocate one), and then the system-call filter closes.
+static void confine() {
+    static char printf_buffer[BUFSIZ];
+    setvbuf(stdout, printf_buffer, isatty(1) ? _IOLBF : _IOFBF, sizeof printf_buffer);
+#if defined(__linux__)
+    forbid_system_calls();
+#endif
 }
 
 static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(void*), void* args,
@@ -206,12 +381,15 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     struct sigaction action = {};
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) sigaction(sig, &action, nullptr);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) sigaction(sig, &action, nullptr);
 
     const unsigned count = block.x * block.y * block.z;
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    // Shared, though no other process maps it: a private writable mapping counts against the
+    // grader's memory cap (RLIMIT_DATA) at its whole size, touched or not, and 1024 threads'
+    // stacks are a GiB of address space; pages touched cost the same either way.
     char* stacks = static_cast<char*>(mmap(nullptr, (count + 1) * STACK_BYTES, PROT_READ | PROT_WRITE,
-                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+                                           MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (stacks == MAP_FAILED) stop("no memory for the threads' stacks");
     stacks_begin = stacks;
     stacks_end = stacks + (count + 1) * STACK_BYTES;
@@ -246,6 +424,7 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (block_order == MAP_FAILED) stop("no memory for the block order");
     order_of(block_order, blocks, mode, random);
+    confine();
     for (unsigned b = 0; b < blocks; ++b) {
         const unsigned linear = unsigned(block_order[b]);
         blockIdx = {linear % grid.x, (linear / grid.x) % grid.y, linear / (grid.x * grid.y)};
@@ -253,17 +432,42 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     }
 }
 
+#if defined(__linux__)
+// This library's code segment (from its program headers): where a return address into the
+// kernel's code lies, for note_calls.
+static int find_code(dl_phdr_info* info, size_t, void* base) {
+    if (reinterpret_cast<void*>(info->dlpi_addr) != base) return 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+        if (segment.p_type == PT_LOAD && (segment.p_flags & PF_X)) {
+            code_begin = info->dlpi_addr + segment.p_vaddr;
+            code_end = code_begin + segment.p_memsz;
+        }
+    }
+    return 1;
+}
+#endif
+
+}  // namespace kc
+
 // Start the grid in a child process and return its pid (-1 if it could not start). The
 // caller waits for it, with its own time limit, and then reads *shared_status: a page both
-// processes see (MAP_SHARED), where the child writes how it ended.
-static int start_isolated(const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
-                          void (*body)(void*), void* args, int mode, uint64_t seed, int timeout_ms,
-                          Status* shared_status) {
-    status = shared_status;
+// processes see (MAP_SHARED), where the child writes how it ended. Each launcher (the
+// backend generates one per entry point, in a translation unit of their own) calls this.
+extern "C" int kc_start_isolated(const unsigned grid[3], const unsigned block[3],
+                                 unsigned long long shared_bytes, void (*body)(void*), void* args,
+                                 int mode, unsigned long long seed, int timeout_ms, void* shared_status) {
+    using namespace kc;
+    status = static_cast<Status*>(shared_status);
     memset(status, 0, sizeof(Status));
+    status->syscall = -1;
     Dl_info self;
-    if (dladdr(reinterpret_cast<void*>(&run_grid), &self))
+    if (dladdr(reinterpret_cast<void*>(&run_grid), &self)) {
         status->library_base = reinterpret_cast<uint64_t>(self.dli_fbase);
+#if defined(__linux__)
+        if (!code_end) dl_iterate_phdr(find_code, self.dli_fbase);
+#endif
+    }
     const pid_t parent = getpid();
     pid_t child = fork();
     if (child != 0) return int(child);
@@ -274,10 +478,9 @@ static int start_isolated(const unsigned grid[3], const unsigned block[3], size_
 #endif
     if (getppid() != parent) _exit(5);
     alarm(unsigned(timeout_ms / 1000 + 2));
+    close_descriptors();
     run_grid({grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes, body, args,
              mode, seed);
     fflush(stdout);
     _exit(0);
 }
-
-}  // namespace kc

@@ -23,6 +23,10 @@
 //     .aligned instructions require every lane.
 // Constructs it cannot emulate faithfully (warp shuffles and votes, tensor-core intrinsics,
 // inline PTX or GCN assembly) are refused before compiling, by the backend, with their name.
+//
+// The kernel file and the launch code (cpu_launch.h) are two translation units of one
+// library, so that no macro of the kernel's changes the launch code: what they share (the
+// thread indices, the launch's state) are C++17 inline variables, one copy in the library.
 #pragma once
 
 #include <cmath>
@@ -102,49 +106,23 @@ struct Launch {
     Fiber* current;           // the fiber running now (null: the scheduler)
     void* scheduler_sp;
 };
-static Launch launch;
+inline Launch launch;
 
 // The launch's dynamic shared memory (portable.h's KC_DYNAMIC_SHARED): cpu_launch.h maps it,
 // its end against a guard page.
-static unsigned char* dynamic_shared_base;
+inline unsigned char* dynamic_shared_base;
 static inline unsigned char* dynamic_shared() { return dynamic_shared_base; }
 
 }  // namespace kc
 
-static uint3 threadIdx, blockIdx;
-static dim3 blockDim, gridDim;
-
-extern "C" void kc_switch(void** save_sp, void* load_sp);
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
 
 // Save the callee-saved registers on the current stack, store the stack pointer in
-// *save_sp, load load_sp, and restore the registers saved there: a coroutine switch in a
-// few instructions (ucontext's swapcontext also saves the signal mask, a system call).
-#if defined(__x86_64__)
-#if defined(__APPLE__)
-#define KC_SYMBOL "_kc_switch"
-#define KC_FUNCTION_TYPE ""
-#else
-#define KC_SYMBOL "kc_switch"
-#define KC_FUNCTION_TYPE ".type kc_switch, @function\n"
-#endif
-__asm__(".text\n.globl " KC_SYMBOL "\n" KC_FUNCTION_TYPE KC_SYMBOL ":\n"
-        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
-        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
-        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
-        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
-#else
-#error "the cpu backend switches fibers with x86-64 instructions; this machine is not x86-64 (use the Triton interpreter here)"
-#endif
+// *save_sp, load load_sp, and restore the registers saved there (cpu_launch.h).
+extern "C" void kc_switch(void** save_sp, void* load_sp);
 
 namespace kc {
-
-static void fiber_main() {
-    launch.body(launch.args);
-    launch.current->state = DONE;
-    kc_switch(&launch.current->sp, launch.scheduler_sp);
-    __builtin_trap();                     // a finished fiber is never resumed
-}
 
 static inline void barrier(int line) {
     launch.current->state = AT_BARRIER;
@@ -152,7 +130,7 @@ static inline void barrier(int line) {
     kc_switch(&launch.current->sp, launch.scheduler_sp);
 }
 
-[[noreturn]] static void stop(const char* message);      // cpu_launch.h: end the launch, saying why
+[[noreturn]] void stop(const char* message);      // cpu_launch.h: end the launch, saying why
 
 // Warp-wide operations (mma.h). A warp is 32 consecutive thread indices, x fastest.
 constexpr unsigned WARP_LANES = 32;

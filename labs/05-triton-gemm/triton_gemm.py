@@ -700,7 +700,7 @@ def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto", splits: i
         matmul(A, B, C, precision=precision, config=cfg, path=path, splits=splits)
         runs[(M, N, K)] = last_run()
     kernel = "triton" if path == "auto" else path + (f" x{splits}" if splits else "")
-    return TritonGemm(f"{kernel} {dtype} {label}", backend, run, dtype, runs)
+    return TritonGemm(f"{kernel} {dtype} {label}", backend, run, dtype, runs=runs)
 
 
 # --------------------------------------------------------------------------- L2 grouping

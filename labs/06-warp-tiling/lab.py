@@ -38,7 +38,7 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 from kernelcourse import bench, lab, ladder, rungs
 from kernelcourse.device import detect
 
-opts = lab.options(gpu_size=4096, cpu_size=128)
+opts = lab.options(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
 device = detect()
 print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 
@@ -90,10 +90,6 @@ for rung in rungs.SIMT_TOP:
 # %%
 found = [rungs.RUNG["regblock"].c_impl(lab.c_backend(opts))]
 found += [impl for rung in rungs.SIMT_TOP for impl in ladder.impls(rung, opts)]
-n = opts.size
-if ladder.lead_backend(opts).on_gpu:
-    timings = bench.compare(found, n, n, n, library=ladder.library(opts))
-else:
-    timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+timings = ladder.timed(found, opts)
 print(bench.table(timings))
 ladder.save_gpu_result("warp-tiling", {"timings": timings}, opts, size=opts.size)

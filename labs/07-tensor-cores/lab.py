@@ -45,7 +45,7 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 from kernelcourse import bench, lab, ladder, rungs
 from kernelcourse.device import detect
 
-opts = lab.options(gpu_size=4096, cpu_size=128)
+opts = lab.options(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
 device = detect()
 print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 
@@ -102,13 +102,12 @@ for rung in rungs.MATRIX_CORE:
 
 # %%
 found = [rung.c_impl(backend) for rung in rungs.MATRIX_CORE]
+if backend.device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
+    found[-1:-1] = [rungs.MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
+                    rungs.MMA_AHEAD.c_impl(backend, BK=32)]
+sizes = sorted({opts.size, 8192})
+timings = ladder.timed(found, opts, "fp16", sizes, warmup=5, repeats=20)
 if backend.on_gpu:
-    if device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
-        found[-1:-1] = [rungs.MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
-                        rungs.MMA_AHEAD.c_impl(backend, BK=32)]
-    sizes = sorted({opts.size, 8192})
-    timings = [t for n in sizes for t in bench.compare(found, n, n, n, warmup=5, repeats=20,
-                                                       library=bench.library_impl(backend, "fp16"))]
     try:                                  # bf16: the two copying rungs against the library's bf16
         bf16_library = bench.library_impl(backend, "bf16")
     except ValueError as why:
@@ -117,9 +116,6 @@ if backend.on_gpu:
         bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (rungs.MMA_PIPELINE, rungs.MMA_AHEAD)]
         timings += [t for n in sizes for t in bench.compare(bf16_found, n, n, n, warmup=5,
                                                             repeats=20, library=bf16_library)]
-else:
-    n = opts.size
-    timings = [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
 print(bench.table(timings))
 
 # %% [markdown]

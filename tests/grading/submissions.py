@@ -12,18 +12,24 @@ TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
 CHEATS = TESTS / "grading"
 VARIANTS_03 = sorted((TESTS / "exercises" / "03").glob("*.py"))
+SOLUTIONS = {"01": REPO / "solutions" / "01-tiled-matmul", "03": REPO / "solutions" / "03-intensity-math"}
+GRADED_FILES = {"01": ("tiled.cu", "tiled_triton.py"), "03": ("intensity.py",)}
 sys.path.insert(0, str(TESTS))
 import exercise_variants as variants  # noqa: E402
+
+
+def honest(exercise: str, *names: str) -> dict:
+    """One student's files, the course's solution of `exercise`: every graded file, or `names`."""
+    return {n: (SOLUTIONS[exercise] / n).read_text() for n in names or GRADED_FILES[exercise]}
 
 
 def exercise_01() -> dict:
     """The solution, the stub, a missing file, each known-wrong variant, and each file of
     grading/01 (robustness cases and cheats)."""
-    solution, stub = REPO / "solutions" / "01-tiled-matmul", REPO / "exercises" / "01-tiled-matmul"
-    files = ("tiled.cu", "tiled_triton.py")
-    students = {"solution": {n: (solution / n).read_text() for n in files},
-                "stub": {n: (stub / n).read_text() for n in files},
-                "missing_file": {"tiled.cu": (solution / "tiled.cu").read_text()}}
+    solution, stub = SOLUTIONS["01"], REPO / "exercises" / "01-tiled-matmul"
+    students = {"solution": honest("01"),
+                "stub": {n: (stub / n).read_text() for n in GRADED_FILES["01"]},
+                "missing_file": honest("01", "tiled.cu")}
     for v in variants.EXERCISE_01:
         students[f"variant_{v.name}"] = {v.file: v.apply((solution / v.file).read_text())}
     # A file that does not compile beside one that is right: the one must not cost the other
@@ -48,7 +54,7 @@ def exercise_02() -> dict:
 
 
 def exercise_03() -> dict:
-    solved = (REPO / "solutions" / "03-intensity-math" / "intensity.py").read_text()
+    solved = honest("03")["intensity.py"]
     students = {"solution": {"intensity.py": solved},
                 "stub": {"intensity.py": (REPO / "exercises" / "03-intensity-math" / "intensity.py").read_text()},
                 "missing_file": {"notes.txt": "I forgot to upload it"}}
@@ -60,6 +66,23 @@ def exercise_03() -> dict:
 
 
 FOLDERS = {"01": exercise_01, "02": exercise_02, "03": exercise_03}
+
+
+def graded_without_static_checks(tmp: Path, file: str, cheats: dict) -> dict:
+    """{name: text} of one exercise-01 file, beside the solution's, graded once in-process with
+    the static check off (each later layer alone): {student: (outcomes, results.json's text)}."""
+    from kernelcourse.grade import classroom
+    from kernelcourse.grade.__main__ import make_run
+    students = {name: {file: text} for name, text in cheats.items()}
+    students["solution"] = {file: (REPO / "solutions" / "01-tiled-matmul" / file).read_text()}
+    write(tmp / "subs", students)
+    run = make_run(REPO / "exercises" / "01-tiled-matmul", tmp / "out", test_time_limit=60)
+    run.static_checks = False
+    try:
+        rows = classroom.grade_folder(run, tmp / "subs", 2, progress=lambda line: None)
+    finally:
+        run.close()
+    return {row.student: (row.outcomes, run.layout.results(row.student).read_text()) for row in rows}
 
 
 def write(folder: Path, students: dict) -> None:

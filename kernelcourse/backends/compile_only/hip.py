@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ... import cache
-from ...source import KERNEL_INCLUDE_DIR, KernelSource, define_options
+from ...source import KERNEL_INCLUDE_DIR, KernelSource, define_options, encode
 from ..status import checked
 from .build import Build, CompileError, CompilerNotFound, ResourceUsage, required
 from .code_object import code_object_usage
@@ -140,7 +140,7 @@ def hiprtc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
                 f"hiprtc {hiprtc_version()} cannot compile for {arch}; its compiler knows "
                 f"{', '.join(sorted(known, key=lambda t: (len(t), t)))}. "
                 "A newer ROCm is needed for this GPU."))
-        prog = checked(hiprtc.hiprtcCreateProgram(_with_line_directive(src).encode(),
+        prog = checked(hiprtc.hiprtcCreateProgram(encode(_with_line_directive(src)),
                                                  src.filename.encode(), 0, [], []),
                       "hiprtcCreateProgram")
         try:
@@ -204,7 +204,7 @@ def hipcc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
     def compile_now():
         with tempfile.TemporaryDirectory() as tmp:
             source_file, code_file = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.hsaco"
-            source_file.write_text(_with_line_directive(src))
+            source_file.write_bytes(encode(_with_line_directive(src)))
             out = subprocess.run([hipcc, *opts, str(source_file), "-o", str(code_file)],
                                  capture_output=True, text=True, env=_hipcc_environment())
             if out.returncode != 0:

@@ -9,7 +9,7 @@ import functools
 import re
 
 from ... import cache
-from ...source import KERNEL_INCLUDE_DIR, KernelSource, define_options
+from ...source import KERNEL_INCLUDE_DIR, KernelSource, define_options, encode
 from ..status import checked
 from .build import Build, CompileError, CompilerNotFound, ResourceUsage
 
@@ -59,7 +59,7 @@ def nvrtc_compile(source, arch: str = "sm_90", defines: dict | None = None,
     opts = [*flags, *includes]
 
     def compile_now():
-        prog = checked(nvrtc.nvrtcCreateProgram(src.text.encode(), src.filename.encode(), 0, [], []),
+        prog = checked(nvrtc.nvrtcCreateProgram(encode(src.text), src.filename.encode(), 0, [], []),
                        "nvrtcCreateProgram")
         try:
             status = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
