@@ -14,7 +14,11 @@ test at a time, in the order asked, between its start and its done; within a tes
 runs and cases in range and in the order asked, each once; an array's dtype, dims and byte
 count exactly those the parent expects, checked before a byte of it is read. Anything else
 is a ChannelError: the parent stops believing that child at all (grade/driver.py kills it
-and fails the test it was in as a protocol violation).
+and voids every test it began as a protocol violation). After its last test's done, the
+channel must close with nothing more on it: a byte more, or a channel held open past the
+child's end (by a process it started), is a ChannelError too. The child's side keeps an
+honest submission clear of all of this: a text is clipped() and a function's value
+carried() in a form the parent accepts, or sent as that case's error.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import numpy as np
 
 HEADER_LIMIT = 1 << 16          # bytes in one header line
 NESTING_LIMIT = 4               # levels of lists and objects in a value a function returned
+TEXT_LIMIT = 16_000             # characters of a text the child sends (an error, a compiler's log)
 
 
 class ChannelClosed(Exception):
@@ -62,6 +67,29 @@ class Sender:
         view = memoryview(payload)
         while view:
             view = view[self.file.write(view):]
+
+
+def clipped(text: str) -> str:
+    """`text` within TEXT_LIMIT characters: its start and its end, the middle left out."""
+    if len(text) <= TEXT_LIMIT:
+        return text
+    half = TEXT_LIMIT // 2 - 40
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n{text[-half:]}"
+
+
+def carried(value) -> tuple[object, str | None]:
+    """A value a student's function returned, as the parent will read it, or (None, why the
+    grader cannot carry it): the child sends the why as that case's error."""
+    try:
+        text = json.dumps(value, default=_plain)
+    except (ValueError, RecursionError) as exc:      # a list that holds itself, nesting
+        return None, f"returned a value JSON cannot hold ({type(exc).__name__}: {exc})"
+    if len(text) > TEXT_LIMIT:
+        return None, f"returned a value of {len(text)} characters as JSON, over the {TEXT_LIMIT} the grader reads"
+    plain = json.loads(text)
+    if not _result(plain):
+        return None, f"returned {_shown(plain)}, which is not {RESULT.what}"
+    return plain, None
 
 
 def _plain(value):
@@ -112,6 +140,20 @@ class Receiver:
         if not isinstance(header, dict):
             raise ChannelError(f"a header that is a JSON {_json_type(header)}, not an object")
         return header
+
+    def closing(self, deadline: float, budget: int) -> None:
+        """After the last message: the channel closes (every process that held it ended)
+        before `deadline`, with nothing more on it; else a ChannelError."""
+        try:
+            while not self.buffer:
+                self._fill(deadline, budget)
+        except ChannelClosed:
+            return
+        except ChannelTimeout:
+            raise ChannelError("the channel stayed open after the last test's done: the child did not "
+                               "end, or a process it started still holds the channel") from None
+        raise ChannelError(f"{len(self.buffer)} byte(s) more after the last test's done "
+                           f"(starting {_shown(bytes(self.buffer[:40]).decode(errors='replace'))})")
 
     def array(self, header: dict, dtype: str, dims: tuple, deadline: float, budget: int) -> np.ndarray:
         """The array that follows `header`, which must announce exactly this dtype, these dims
@@ -210,6 +252,11 @@ class Conversation:
 
     def forms(self) -> dict:
         return TESTS
+
+    @property
+    def complete(self) -> bool:
+        """Every test asked for sent its done: nothing more may come."""
+        return self.current is None and len(self.finished) == self.count
 
     def started(self, test: int) -> None:
         """A test began: its order starts again."""
@@ -327,6 +374,10 @@ class Functions(Conversation):
             raise ChannelError("a load_error message after the tests began")
         self.unloaded = True
         return "load_error"
+
+    @property
+    def complete(self) -> bool:
+        return self.unloaded or super().complete
 
     def started(self, test: int) -> None:
         self.case = 0

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from . import audit
-from .channel import Sender
+from .channel import Sender, carried, clipped
 from .sandbox import MEMORY_LIMIT, OUTPUT_LIMIT, confine, refuse_new_programs
 
 
@@ -39,14 +39,15 @@ def main(argv: list[str]) -> int:
 
 
 def _explain(exc: BaseException, folder: Path) -> str:
-    """What make check says of an exception, with the grader's output limit; an allocation
-    refused by the child's memory cap (Python's MemoryError, torch's allocator) says so."""
+    """What make check says of an exception, with the grader's output limit, clipped to what
+    the channel carries; an allocation refused by the child's memory cap (Python's
+    MemoryError, torch's allocator) says so."""
     from kernelcourse.check import explain
     said = explain(exc, folder, OUTPUT_LIMIT)
     if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
         said = (f"memory limit: the submission asked for more than the {MEMORY_LIMIT >> 30} GiB "
                 f"of memory a graded process may hold\n{said}")
-    return said
+    return clipped(said)
 
 
 # --------------------------------------------------------------------------- gemm
@@ -148,7 +149,8 @@ def functions(job: dict, channel: Sender) -> None:
             except BaseException as exc:
                 channel.send({"test": t, "case": c, "error": _explain(exc, Path(job["folder"]))})
             else:
-                channel.send({"test": t, "case": c, "value": value})
+                value, why = carried(value)
+                channel.send({"test": t, "case": c} | ({"value": value} if why is None else {"error": why}))
         channel.send({"test": t, "done": True})
 
 

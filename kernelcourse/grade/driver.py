@@ -3,9 +3,13 @@ to what it was asked, and stopped, and a fresh child for the tests after one tha
 
 A test that hangs or crashes its child costs that test: the child is killed, the test
 scored with what had arrived, and a fresh child carries on with the tests after it. A child
-whose messages are out of line with what it was asked (channel.Conversation) is killed too,
-and the test it was in scores nothing: a protocol violation, voided(). After each child,
-what it started is killed (leftovers.py).
+whose messages are out of line with what it was asked (channel.Conversation), or whose
+channel does not close, empty, once its last test is done, is killed too, and nothing it
+sent is believed: every test it began scores nothing, a protocol violation (voided()), and
+a fresh child carries on with the tests it never began. (The child's own side sends an
+honest submission's every text and value in a form the parent accepts: a violation means
+something other than the harness wrote to the channel.) After each child, what it started
+is killed (leftovers.py).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 
 VIOLATION = "protocol violation: "     # what a test voided by its child's messages says first
 INTERRUPTED = "not run: the grading run was interrupted"
+EXIT_GRACE_S = 20.0     # after its last test's done, a child ends and its channel closes within this
 
 
 def voided(why: str) -> bool:
@@ -35,9 +40,10 @@ def drive(submission: Submission, job: dict, count: int, on_message, arrays, bud
           time_limit: float) -> dict[int, str]:
     """Run `job` over its `count` tests, a fresh child after a test that ends its child;
     why each test that did not finish ended. Each message is first held to what the job
-    asked (channel.conversation): one out of line ends the child, and the test it was in
-    (between tests, the finished test it names, else the last one; before any, the first)
-    ends as a protocol violation, voided(); a fresh child carries on. on_message(header,
+    asked (channel.conversation), and after the last test the channel must close, empty
+    (Receiver.closing): else the child ends, and every test it began (none yet: the one it
+    was to begin) ends as a protocol violation, voided(); a fresh child carries on with the
+    tests it never began. on_message(header,
     array) takes the rest, tests numbered as in `job`; arrays(header) -> (dtype, dims) of
     the array that a message of the form "array" carries (None: the job sends none)."""
     run = submission.run
@@ -53,10 +59,10 @@ def drive(submission: Submission, job: dict, count: int, on_message, arrays, bud
             log.close()
             ended.update({t: INTERRUPTED for t in range(first, count) if t not in done})
             break
-        why, closed, blamed = None, False, None
+        why, closed, blamed = None, False, set()
         test_deadline = time.monotonic() + time_limit
         try:
-            while True:
+            while not talk.complete:
                 header = None
                 header = child.receiver.header(min(test_deadline, submission.deadline), budget)
                 form = talk.admit(header)
@@ -68,16 +74,15 @@ def drive(submission: Submission, job: dict, count: int, on_message, arrays, bud
                     array = (child.receiver.array(header, *arrays(header), min(test_deadline, submission.deadline),
                                                   budget) if form == "array" else None)
                     on_message(header, array)
+            child.receiver.closing(min(time.monotonic() + EXIT_GRACE_S, submission.deadline), budget)
+            closed = True
         except ChannelTimeout:
             why = (f"time limit: still running after {time_limit:g} s (an endless loop?)"
                    if time.monotonic() < submission.deadline else
                    f"the submission's time limit ({run.submission_time_limit:g} s) ran out")
         except ChannelError as exc:
             why = VIOLATION + str(exc)
-            named = header.get("test") if header else None
-            blamed = first + (talk.current if talk.current is not None else
-                              named if type(named) is int and named in talk.finished else
-                              talk.begun[-1] if talk.begun else 0)      # (0: the test about to start)
+            blamed = {first + t for t in talk.begun} or {first}     # (none begun: the one about to)
         except ChannelClosed:
             closed = True
         finally:
@@ -88,15 +93,14 @@ def drive(submission: Submission, job: dict, count: int, on_message, arrays, bud
         done |= {first + t for t in talk.finished}
         begun = {first + t for t in talk.begun}
         current = first + talk.current if talk.current is not None else None
-        if blamed is not None and blamed != current:
-            ended[blamed] = why + shown              # a test finished, or about to start, voided
+        ended.update({t: why + shown for t in blamed})     # nothing this child sent is believed
         remaining = [t for t in range(first, count) if t not in done and t not in begun and t not in ended]
-        if current is not None:
+        if current is not None and current not in blamed:
             ended[current] = (why or "the process exited (code 0) in the middle of this test: "
                                      "os._exit(0)?") + shown
         elif not remaining:
             break                                   # every test finished
-        elif not begun and blamed is None:          # it ended while loading
+        elif not begun and not blamed:              # it ended while loading
             for t in remaining:
                 ended[t] = f"did not load: {why or 'the process ended without a word'}{shown}"
             break

@@ -4,7 +4,11 @@ tests/test_grade.py grades them on the CPU; scripts/gpu_checks.sh (step grade) w
 exercise 01 folder and grades it on a GPU, with performance points:
 
     python tests/grading/submissions.py 01 DIR
+
+and the helpers the grader's tests share: make() a student's folder of any bytes, and find
+the processes_with() a marker (none may survive a run).
 """
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +17,7 @@ REPO = TESTS.parent
 CHEATS = TESTS / "grading"
 VARIANTS_03 = sorted((TESTS / "exercises" / "03").glob("*.py"))
 SOLUTIONS = {"01": REPO / "solutions" / "01-tiled-matmul", "03": REPO / "solutions" / "03-intensity-math"}
+SEED = "20250117"      # GRADE_SEED of the runs the grader's tests make
 GRADED_FILES = {"01": ("tiled.cu", "tiled_triton.py"), "03": ("intensity.py",)}
 sys.path.insert(0, str(TESTS))
 import exercise_variants as variants  # noqa: E402
@@ -90,6 +95,32 @@ def write(folder: Path, students: dict) -> None:
         (folder / student).mkdir(parents=True)
         for name, text in files.items():
             (folder / student / name).write_text(text)
+
+
+def make(folder: Path, files: dict) -> None:
+    """A student's folder: {relative path (str or bytes): text or bytes}."""
+    for name, content in files.items():
+        path = os.path.join(os.fsencode(folder), os.fsencode(name))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content.encode() if isinstance(content, str) else content)
+
+
+def processes_with(marker: bytes) -> list[int]:
+    """The live processes whose command line, environment or working folder holds `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            held = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
+            held += os.fsencode(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            continue
+        if marker in held:
+            found.append(int(pid))
+    return found
 
 
 if __name__ == "__main__":
