@@ -94,7 +94,7 @@ class KernelSource:
     def fingerprint(self, *parts: str) -> str:
         """A hash of this source, every header it may include from kernels/ (portable.h,
         load4.h, ...) and every option that changes the build."""
-        headers = [p.read_text() for p in sorted(KERNEL_INCLUDE_DIR.glob("*.h"))]
+        headers = [p.read_text() for p in sorted(KERNEL_INCLUDE_DIR.rglob("*.h"))]
         h = hashlib.sha256()
         for piece in (self.text, *headers, *parts):
             h.update(encode(piece))

@@ -529,7 +529,17 @@ def _crash(f: Evidence) -> str:
     said = f"Crashed on {r.shape} ({r.shape.why}): {r.crash}."
     outside = _outside(r)
     if outside is None:
-        if "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
+        if "misaligned address" in r.crash.lower():
+            said += (" A vector access (a float4: 16 bytes) needs an address that 16 divides: take "
+                     "the float4 path only where the row starts on 16 bytes (the row length a "
+                     "multiple of 4 and the base pointer aligned) and the column is a multiple of "
+                     "4, and load one element at a time elsewhere.")
+        elif "index out of bounds" in r.crash.lower():
+            said += (" An index past the end of a __shared__ or local array, at the line named: "
+                     "a loop over a tile's slots that runs to the matrix's size (k < K) instead of "
+                     "the tile's (k < TILE), or a tile's row and column swapped. On a GPU the "
+                     "access lands in another array's data (wrong numbers) or faults.")
+        elif "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
             said += (" An illegal address means a thread read or wrote outside an allocation: "
                      "look for a load without its row < M / col < N / k < K guard, or a store "
                      "without its guard.")
@@ -932,8 +942,9 @@ class KernelText:
             return self.accesses(f)
         number, array = place
         found = [(number, "")]
-        if not self.triton:
-            return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, ("if", "else"))]
+        if not self.triton:     # its guards, and for an index past an array, the loops setting it
+            kinds = ("if", "else", "for", "while") if not array else ("if", "else")
+            return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, kinds)]
         for call in self._calls("load", "store"):
             if call.lineno <= number <= call.end_lineno and call.args and isinstance(call.args[0], ast.Name):
                 found += [(line, "") for line in self._assignments(call.args[0].id)]
@@ -941,18 +952,18 @@ class KernelText:
 
     # -- what a crash's line says about its guard
     def _fault_line(self, f: "Evidence | ShapeResult") -> tuple[int, str] | None:
-        r = f if isinstance(f, ShapeResult) else next((r for r in f.failed if _outside(r)), None)
-        outside, place = _outside(r) if r else None, PLACE.search(r.crash or "") if r else None
-        if not (outside and place) or Path(place["file"]).name != self.name:
+        r = f if isinstance(f, ShapeResult) else next((r for r in f.failed if PLACE.search(r.crash or "")), None)
+        place = PLACE.search(r.crash or "") if r else None
+        if not place or Path(place["file"]).name != self.name:
             return None
-        number = int(place["line"])
-        return (number, outside["array"]) if 1 <= number <= len(self.lines) else None
+        number, outside = int(place["line"]), _outside(r)
+        return (number, outside["array"] if outside else "") if 1 <= number <= len(self.lines) else None
 
     def guard_verdict(self, r: ShapeResult) -> str | None:
         """Whether the access a crash names has its guard (then its index is what is wrong)
         or has none, in one sentence; None where the crash names no line of this file."""
         place = self._fault_line(r)
-        if place is None:
+        if place is None or _outside(r) is None:
             return None
         number, array = place
         access = _outside(r)["access"]

@@ -3,7 +3,7 @@
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
 # Steps: test-gpu (the gpu-marked tests; summary kept in results/), test-gpu:PATH[,PATH]
 # (those test files only, their summary appended to results/, for a run split over calls
-# that each have a time limit), bench-library, lab01 ..
+# that each have a time limit; GPU_TESTS_K=EXPR: only the tests pytest -k EXPR selects), bench-library, lab01 ..
 # lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
 # spread between repeated timings of lab 05's TMA kernel at 8192), launch-overhead (small
 # GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
@@ -35,7 +35,8 @@ run_step() {
   case $1 in
     test-gpu)      "$py" -m pytest -m gpu tests -rA -p no:cacheprovider --durations=10 ;;
     test-gpu:*)    IFS=, read -ra paths <<< "${1#test-gpu:}"
-                   "$py" -m pytest -m gpu "${paths[@]}" -rA -p no:cacheprovider --durations=10 ;;
+                   selected=(); [ -n "${GPU_TESTS_K:-}" ] && selected=(-k "$GPU_TESTS_K")
+                   "$py" -m pytest -m gpu "${paths[@]}" "${selected[@]}" -rA -p no:cacheprovider --durations=10 ;;
     bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
@@ -93,7 +94,7 @@ for step in $steps; do
     mkdir -p results
     summary=results/test-gpu-$device.txt
     [ "$step" = test-gpu ] && : > "$summary"           # the whole suite: a fresh summary
-    { echo "make test-gpu${step#test-gpu} on $device, $(date -u +%FT%TZ), python $("$py" -V 2>&1 | cut -d' ' -f2),"\
+    { echo "make test-gpu${step#test-gpu}${GPU_TESTS_K:+ -k '$GPU_TESTS_K'} on $device, $(date -u +%FT%TZ), python $("$py" -V 2>&1 | cut -d' ' -f2),"\
            "torch $("$py" -c 'import torch; print(torch.__version__)'),"\
            "triton $("$py" -c 'import triton; print(triton.__version__)'),"\
            "cupy $("$py" -c 'import cupy; print(cupy.__version__)')"

@@ -141,6 +141,16 @@ EXERCISE_01 = (
             (("a_ptr + rows[:, None] * stride_am", "a_ptr + rows[:, None] * 2 * stride_am"),),
             shows=("a_ptrs = a_ptr + rows[:, None] * 2 * stride_am + ks[None, :] * stride_ak",),
             says=("has its mask", "the pointers are wrong under it")),
+    # The inner loop runs to K, past the tile's TILE slots: inside the block's shared memory
+    # (As[ty][TILE] is As[ty + 1][0]), so only the bounds check of the cpu backend sees it.
+    Variant("inner_loop_to_k", "tiled.cu", "crash", "the inner product's loop runs to K, not TILE",
+            (("for (int k = 0; k < TILE; ++k)", "for (int k = 0; k < K; ++k)"),),
+            shows=("for (int k = 0; k < K; ++k)",), says=("index out of bounds", "k < TILE")),
+    # The A tile's row taken from the global row: past the tile in every block row but the first.
+    Variant("a_tile_row_global", "tiled.cu", "crash", "the A tile written at As[row][tx], not As[ty][tx]",
+            (("As[ty][tx] = (row < M && a_col < K)", "As[row][tx] = (row < M && a_col < K)"),),
+            shows=("As[row][tx] = (row < M && a_col < K) ? A[(size_t)row * K + a_col] : 0.0f;",),
+            says=("index out of bounds", "__shared__")),
 )
 
 # More mistakes, of every cause, for the diagnosis table's test (tests/test_diagnosis.py).

@@ -9,11 +9,13 @@ import pytest
 from kernelcourse.args import ArgumentError
 from kernelcourse.backends import get_backend
 from kernelcourse.backends.compile_only import CompileError
+from kernelcourse.backends.compile_only.nvrtc import nvrtc_compile
 from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE
 from kernelcourse.rungs import RUNGS
 from kernelcourse.verify import verify
 from tests_paths import KERNELS
+from rung_bugs import MISALIGNED_SUITE, misaligned_regblock
 from tiled_bugs import tiled
 
 
@@ -153,6 +155,79 @@ def test_dynamic_shared_memory_is_the_launchs_size_nan_at_first_and_guarded(cpu)
         kernel((1,), (64,), (out, 0))                   # asked for none
     with pytest.raises(ValueError, match="dynamic shared memory is a byte count from 0 to 232448"):
         kernel((1,), (64,), (out, 0), 228 * 1024)
+
+
+def line_of(path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_misaligned_vector_access_stops_the_launch_as_a_gpu_does(cpu):
+    """A GPU stops a kernel whose float4 load is not on 16 bytes (misaligned address); the
+    cpu backend's alignment check names the access, the element, the line and the thread."""
+    kernel = cpu.compile(PROBES, "vector_load")
+    data, out = cpu.to_device(np.arange(80, dtype=np.float32)), cpu.to_device(np.zeros(16, np.float32))
+    kernel((1,), (16,), (data, out, 4))
+    assert np.array_equal(cpu.to_host(out), np.arange(4, 68, dtype=np.float32).reshape(16, 4).sum(1))
+    line = line_of(PROBES, "reinterpret_cast<const float4*>")
+    for offset in (1, 2, 3):
+        with pytest.raises(KernelFault, match=(rf"misaligned address: a float4 \w+ \(16-byte aligned\) at "
+                                               rf"element \d+ of in, {4 * offset} bytes past a multiple of 16, "
+                                               rf"at tests/kernels/emulation_probes.cu:{line}, by thread")):
+            kernel((1,), (16,), (data, out, offset))
+
+
+def test_a_misaligned_float4_load_of_a_rung_is_its_verdict_on_the_cpu_too(cpu, tmp_path):
+    """regblock.cu without its alignment test: as on the H200, the ragged shape's load of a
+    row of A that starts off 16 bytes stops the kernel, named at the rung's own line."""
+    rung = misaligned_regblock(tmp_path)
+    report = verify(rung.c_impl(cpu), MISALIGNED_SUITE, repeats=1, verbose=False)
+    aligned, ragged, again = report.results
+    assert aligned.passed and again.passed and report.cause == "crash", str(report)
+    line = line_of(rung.source, "load4(A + (size_t)row * K")
+    assert ragged.crash.startswith("KernelFault: misaligned address: a float4") and \
+        f"regblock.cu:{line} (in load4.h:" in ragged.crash, ragged.crash
+    assert "misaligned address" in report.diagnosis and "multiple of 16" in report.diagnosis, report.diagnosis
+
+
+def test_an_index_past_a_shared_tile_is_caught_inside_the_blocks_shared_memory(cpu):
+    """tile[16][16], then another array: tile[15][16] is in bounds of shared memory (it is the
+    next array's first slot) and no guard page sees it; the bounds check does."""
+    kernel = cpu.compile(PROBES, "shared_row")
+    out = cpu.to_device(np.zeros(16, np.float32))
+    kernel((1,), (16,), (out, 16))
+    assert np.array_equal(cpu.to_host(out), np.full(16, 16, np.float32))
+    line = line_of(PROBES, "sum += tile[threadIdx.x][c]")
+    with pytest.raises(KernelFault, match=(rf"index out of bounds: index 16 of an array float \[16\] \(a __shared__ or local one\), at "
+                                           rf"tests/kernels/emulation_probes.cu:{line}, by thread \(\d+, 0, 0\) "
+                                           r"of block \(0, 0, 0\) of shared_row")):
+        kernel((1,), (16,), (out, 17))
+
+
+def test_a_file_nvrtc_compiles_as_it_is_runs_on_the_cpu_too(cpu):
+    """No portable.h, <cuda_fp16.h>, clock64() and clock(): NVRTC takes the file as it is
+    (compile-only here), and so does the cpu backend, which runs it."""
+    source = KERNELS / "nvrtc_as_is.cu"
+    nvrtc_compile(source)
+    kernel = cpu.compile(source, "halves_and_ticks")
+    out, ticks = cpu.to_device(np.zeros(32, np.float32)), cpu.to_device(np.zeros(32, np.float32))
+    kernel((1,), (32,), (out, ticks))
+    assert np.array_equal(cpu.to_host(out), np.arange(32, dtype=np.float32))
+    assert np.all(cpu.to_host(ticks) > 0)
+
+
+@pytest.mark.parametrize("header, says", [
+    ("<cuda_bf16.h>", "includes <cuda_bf16.h>, a GPU compiler's header the cpu backend does not emulate"),
+    ("<cuda_pipeline.h>", "includes <cuda_pipeline.h>, a GPU compiler's header the cpu backend does not emulate"),
+    ("<cuda/barrier>", "includes <cuda/barrier>, a GPU compiler's header"),
+    ('"my_helpers.h"', "includes my_helpers.h, which is not there: the kernel file is compiled alone"),
+])
+def test_a_header_the_cpu_backend_has_nothing_for_is_refused_by_name_and_line(cpu, tmp_path, header, says):
+    source = tmp_path / "kernel.cu"
+    source.write_text(f'// a kernel\n#include {header}\nextern "C" __global__ void k(float* out) {{ out[0] = 1.0f; }}\n')
+    with pytest.raises(CompileError) as refused:
+        cpu.compile(source, "k")
+    assert f"kernel.cu:2: {says}" in str(refused.value), str(refused.value)
+    assert "cuda_fp16.h, cuda_runtime.h" in str(refused.value)
 
 
 def test_a_write_past_the_end_is_named_as_a_write(cpu):

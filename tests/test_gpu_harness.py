@@ -2,7 +2,6 @@
 each deliberately broken CUDA kernel is caught with the right diagnosis (`make test-gpu`)."""
 import pytest
 
-import dataclasses
 import shutil
 import subprocess
 import sys
@@ -10,9 +9,10 @@ import sys
 from kernelcourse import rungs
 from kernelcourse.args import ArgumentError
 from kernelcourse.backends.compile_only import CompileError
-from kernelcourse.gemm import GPU_SUITE, Shape, Suite
+from kernelcourse.gemm import GPU_SUITE
 from kernelcourse.lab import REPO
 from kernelcourse.verify import GemmImpl, verify
+from rung_bugs import MISALIGNED_SUITE, misaligned_regblock
 from tiled_bugs import BUGS_CU, TILE, tiled
 from triton_gemm_bugs import launcher
 
@@ -105,23 +105,7 @@ def test_a_read_past_an_input_is_invisible_to_verify_and_caught_by_compute_sanit
     assert "Invalid __global__ read" in checked.stdout
 
 
-# regblock.cu with its alignment test left out: every row of A is read as float4, so where K
-# is not a multiple of 4 a row starts 4, 8 or 12 bytes past a 16-byte boundary
-A_ALIGNED = "const bool a_aligned = K % 4 == 0 && (reinterpret_cast<size_t>(A) & 15) == 0;"
-MISALIGNED_SUITE = Suite("misaligned", 64, (
-    Shape(64, 64, 64, "aligned: every row of A starts on 16 bytes"),
-    Shape(128, 128, 147, "K ragged: row 1 of A starts 588 bytes in, 12 past a 16-byte boundary"),
-    Shape(128, 128, 128, "aligned again"),
-))
 MISALIGNED = "misaligned address: a vector load from an address that is not a multiple of 16"
-
-
-def misaligned_regblock(folder):
-    text = (REPO / "labs" / "03-regblock" / "regblock.cu").read_text()
-    assert text.count(A_ALIGNED) == 1
-    source = folder / "regblock.cu"
-    source.write_text(text.replace(A_ALIGNED, "const bool a_aligned = true;"))
-    return dataclasses.replace(rungs.RUNG["regblock"], source=source)
 
 
 def test_a_misaligned_float4_load_is_its_verdict_and_the_process_goes_on(cuda_backend, tmp_path):

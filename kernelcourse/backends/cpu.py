@@ -62,6 +62,11 @@ from .base import AddressBackend, DeviceArray, host_array, widened
 from .compile_only import CompileError, CompilerNotFound
 
 ORDERS = ("forward", "reversed", "shuffled")
+HARNESS_HEADERS = {p.name for p in KERNEL_INCLUDE_DIR.rglob("*.h")}    # load4.h, mma.h, ...
+# The GPU compilers' own headers a kernel file may include, and what stands for each here
+# (kernels/cpu_cuda/: portable.h, so the cpu runtime); any other is refused by name.
+CUDA_HEADERS = KERNEL_INCLUDE_DIR / "cpu_cuda"
+MAPPED_HEADERS = sorted(str(p.relative_to(CUDA_HEADERS)) for p in CUDA_HEADERS.rglob("*.h"))
 PAGE = mmap.PAGESIZE
 ALIGN = 16          # where an array starts: float4 loads need 16 bytes, as cudaMalloc gives
 
@@ -152,15 +157,22 @@ def build_flags(defines: dict | None = None, options: tuple[str, ...] = ()) -> l
     # translation unit's file (kernel.cpp) where the file's first line has no file entry of
     # its own; DWARF 4 names the #line file. -I the harness's headers, and nothing else: the
     # kernel file is compiled alone, in a folder of its own, as a GPU backend compiles it.
+    # -fsanitize=alignment,bounds: a typed access at an address its type's alignment does not
+    # divide (a float4 off a multiple of 16), or an index past an array of known size (a
+    # __shared__ tile), stops the launch, named (kernels/cpu_checks.h holds the handlers).
     return ["-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fstack-clash-protection", "-DKC_CPU",
-            "-Wno-unknown-pragmas", *define_options(defines), *options, f"-I{KERNEL_INCLUDE_DIR}"]
+            "-fsanitize=alignment,bounds", "-fno-sanitize-recover=alignment,bounds",
+            "-Wno-unknown-pragmas", *define_options(defines), *options, f"-I{KERNEL_INCLUDE_DIR}",
+            f"-I{CUDA_HEADERS}"]
 
 
 def kernel_unit(src: KernelSource) -> str:
-    """The kernel file's translation unit: the file itself, named as the student names it
-    (#line), so that the compiler's messages and the debug line table speak of its lines."""
+    """The kernel file's translation unit: portable.h, as NVRTC and hiprtc imply their own
+    (a file that includes it, as the course's do, includes it once), then the file itself,
+    named as the student names it (#line), so that the compiler's messages and the debug
+    line table speak of its lines."""
     name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f'#line 1 "{name}"\n{src.text}\n'
+    return f'#include "portable.h"\n#line 1 "{name}"\n{src.text}\n'
 
 
 def launchers_source(src: KernelSource, entry_points: dict) -> str:
@@ -247,6 +259,24 @@ def _header_allowed(path: str, compiler: str) -> bool:
     system header)."""
     real = Path(path).resolve()
     return any(real.is_relative_to(folder) for folder in (KERNEL_INCLUDE_DIR, *system_include_dirs(compiler)))
+
+
+def _unmapped_header(exc: CompileError, filename: str) -> CompileError | None:
+    """A header the preprocessor did not find, said as what it is: a GPU compiler's header
+    the cpu backend has nothing for (cuda_bf16.h, cuda_pipeline.h, cooperative_groups.h),
+    or a file that is not there, with the headers it does map."""
+    missing = re.search(r"^(.*?):(\d+):\d+: fatal error: (.+?): No such file or directory", exc.log, re.M)
+    if missing is None:
+        return None
+    where, header = f"{os.path.basename(missing[1])}:{missing[2]}", missing[3]
+    gpu = re.match(r"(?:cuda|hip|cooperative_groups|mma\.h|sm_\d+|crt/|nv/)", header)
+    said = (f"{where}: includes <{header}>, a GPU compiler's header the cpu backend does not emulate; "
+            f"run this kernel on a GPU backend (the GPU headers it maps: {', '.join(MAPPED_HEADERS)})"
+            if gpu else
+            f"{where}: includes {header}, which is not there: the kernel file is compiled alone, "
+            "as a GPU backend compiles it, with the harness's headers (portable.h, load4.h, mma.h, ...) "
+            f"and the GPU headers the cpu backend maps ({', '.join(MAPPED_HEADERS)})")
+    return CompileError(filename, "cpu", said)
 
 
 def _check_expanded(expanded: Expanded, filename: str, compiler: str) -> None:
@@ -350,8 +380,11 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
             folder, here = Path(tmp) / "kernel", Path(tmp)
             folder.mkdir()
             (folder / "kernel.cpp").write_bytes(encode(unit))      # the file's own bytes
-            expanded = Expanded.read(_compile([compiler, *flags, "-E", "kernel.cpp"], folder, src.filename),
-                                     src.filename)
+            try:
+                expanded = Expanded.read(_compile([compiler, *flags, "-E", "kernel.cpp"], folder, src.filename),
+                                         src.filename)
+            except CompileError as exc:
+                raise _unmapped_header(exc, src.filename) or exc from None
             _check_expanded(expanded, src.filename, compiler)
             log = _compile([compiler, *flags, f"-fdebug-prefix-map={folder}=.", "-c", "kernel.cpp",
                             "-o", str(here / "kernel.o")], folder, src.filename)
@@ -378,7 +411,7 @@ class _Status(ctypes.Structure):
                 ("guard", ctypes.c_int), ("syscall", ctypes.c_int), ("fault_address", ctypes.c_uint64),
                 ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64), ("calls", ctypes.c_uint64 * 8),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
-                ("message", ctypes.c_char * 256)]
+                ("message", ctypes.c_char * 256), ("check", ctypes.c_int), ("alignment", ctypes.c_uint)]
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -553,6 +586,8 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     where = _kernel_line(library, status)
     at = f" at {where}" if where else ""
     address = status.fault_address
+    if status.outcome == 4:
+        return _checked(status, kernel, params, args, at, who)
     if status.signal == signal.SIGSYS:
         call = f"({_system_call_name(status.syscall)}) " if status.syscall >= 0 else "(of another ABI) "
         return (f"{kernel}: the kernel made a system call {call}that a GPU kernel cannot make{at}, "
@@ -578,6 +613,27 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     return f"{kernel} stopped with {stopped_by}{at}, in {who}"
 
 
+def _checked(status: _Status, kernel: str, params, args, at: str, who: str) -> str:
+    """A check the compiler added failed (kernels/cpu_checks.h): a misaligned access, or an
+    index past an array of known size."""
+    type_name = re.sub(r"\b(?:const|volatile|struct)\s+", "", status.message.decode(errors="replace")).strip("'")
+    if status.check == 2:
+        return (f"index out of bounds: index {ctypes.c_int64(status.fault_address).value} of an array "
+                f"{type_name} (a __shared__ or local one), {at.strip() or 'in the kernel'}, by {who} of {kernel}")
+    access = {1: "write", 0: "read"}.get(status.is_write, "access")
+    address, alignment = status.fault_address, status.alignment
+    found = f"address 0x{address:x}"
+    for param, value in zip(params, args):
+        if isinstance(value, CpuArray) and value.pointer <= address < value.pointer + value.size * value.dtype.itemsize:
+            offset = address - value.pointer
+            found = (f"element {offset // value.dtype.itemsize} of {param.name}" if offset % value.dtype.itemsize == 0
+                     else f"byte {offset} of {param.name}")
+            break
+    return (f"misaligned address: a {type_name} {access} ({alignment}-byte aligned) at {found}, "
+            f"{address % alignment} bytes past a multiple of {alignment}, {at.strip() or 'in the kernel'}, "
+            f"by {who} of {kernel}: a GPU stops the kernel there")
+
+
 @once
 def _system_call_name(number: int) -> str:
     """'openat' for 257 on x86-64: the names of this machine's system-call numbers, as the C
@@ -600,14 +656,23 @@ def _kernel_line(library: Path, status: _Status) -> str | None:
 
 
 def _source_line(library: Path, offset: int) -> str | None:
-    """'labs/02-tiled/tiled.cu:44' for an instruction of the library (addr2line, if present)."""
+    """'labs/02-tiled/tiled.cu:44' for an instruction of the library (addr2line, if present);
+    inside a harness header's function inlined into the kernel (load4.h's float4 load), the
+    kernel file's line that called it, the header's line beside it."""
     tool = shutil.which("addr2line")
     if tool is None or offset <= 0:
         return None
-    out = subprocess.run([tool, "-e", str(library), f"0x{offset:x}"], capture_output=True, text=True)
-    line = out.stdout.strip().split(" (discriminator")[0]
-    if not line or line.startswith("??"):
+    out = subprocess.run([tool, "-i", "-e", str(library), f"0x{offset:x}"], capture_output=True, text=True)
+    frames = []                                  # innermost first: where it is, then who inlined it
+    for line in out.stdout.splitlines():
+        line = line.strip().split(" (discriminator")[0]
+        if line and not line.startswith("??"):
+            file, _, number = line.rpartition(":")
+            frames.append(f"{os.path.normpath(file)}:{number}")
+    if not frames:
         return None
-    file, _, number = line.rpartition(":")
-    return f"{os.path.normpath(file)}:{number}"
-
+    harness = lambda frame: Path(frame.rpartition(":")[0]).name in HARNESS_HEADERS  # noqa: E731
+    theirs = next((f for f in frames if not harness(f)), None)
+    if theirs is None or theirs == frames[0]:
+        return frames[0]
+    return f"{theirs} (in {Path(frames[0].rpartition(':')[0]).name}:{frames[0].rpartition(':')[2]})"

@@ -63,7 +63,8 @@ extern "C" char __stop_kc_shared[] __attribute__((weak, visibility("hidden")));
 namespace kc {
 
 enum Order { FORWARD = 0, REVERSED = 1, SHUFFLED = 2 };
-enum Outcome { FINISHED = 0, SIGNALLED = 1, FAILED = 3 };   // (2, timed out: the caller's)
+enum Outcome { FINISHED = 0, SIGNALLED = 1, FAILED = 3, CHECKED = 4 };   // (2, timed out: the caller's)
+enum Check { MISALIGNED = 1, OUT_OF_BOUNDS = 2 };                          // CHECKED: which (cpu_checks.h)
 
 // What the parent learns about a launch (the backend reads it through ctypes).
 struct Status {
@@ -80,7 +81,11 @@ struct Status {
                               // newest first: where the kernel was, when pc is in a library
                               // function it called (memcpy, or the C library's system call)
     uint3 block, thread;      // who was running
-    char message[256];        // FAILED: what the emulation refused to go on with
+    char message[256];        // FAILED: what the emulation refused to go on with; CHECKED:
+                              // the type accessed, or the array's type
+    int check;                // CHECKED: the check that failed (Check); fault_address holds
+                              // the misaligned address, or the index out of bounds
+    unsigned alignment;       // MISALIGNED: the bytes the type's address must be a multiple of
 };
 
 // Per fiber; a guard page below each. Only the pages a thread touches cost memory.
@@ -114,6 +119,8 @@ extern "C" [[noreturn]] void __assert_fail(const char* expression, const char* f
 extern "C" [[noreturn]] void __stack_chk_fail() noexcept {
     kc::stop("stack smashing detected: a write past the end of a local array of the kernel's");
 }
+
+#include "cpu_checks.h"
 
 namespace kc {
 

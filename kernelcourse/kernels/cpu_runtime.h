@@ -77,6 +77,11 @@ template <typename A, typename B> static inline std::common_type_t<A, B> min(A a
 template <typename A, typename B> static inline std::common_type_t<A, B> max(A a, B b) {
     using T = std::common_type_t<A, B>; return T(a) < T(b) ? T(b) : T(a); }
 
+// -- the clock: a GPU's clock() and clock64() count its SM's cycles; here the CPU's
+// time-stamp counter (an instruction, no system call), which only goes up too.
+static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+static inline long clock() { return (long)__builtin_ia32_rdtsc(); }
+
 // -- atomics: the fibers of a block share one CPU thread, so a read-modify-write that no
 // barrier interrupts is atomic among them. (The converse gap: a plain `x += 1` that needs
 // an atomic on a GPU is never interrupted here either, so a missing atomic does not show.)

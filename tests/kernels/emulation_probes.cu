@@ -41,3 +41,26 @@ extern "C" __global__ void dynamic_shared_probe(float* out, int offset) {
     __syncthreads();
     out[threadIdx.x] = slot[threadIdx.x + offset];
 }
+
+// Each thread loads a float4 from `in` + offset + 4 * its index: an address 16 does not
+// divide unless offset is a multiple of 4 (a GPU stops the kernel: misaligned address).
+extern "C" __global__ void vector_load(const float* in, float* out, int offset) {
+    const float4 v = *reinterpret_cast<const float4*>(in + offset + 4 * threadIdx.x);
+    out[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
+// Each thread sums the first `width` slots of its row of a shared tile: past the row's 16 for
+// a wider width, into the next row, and past the last row into the next array, all inside
+// the block's shared memory.
+extern "C" __global__ void shared_row(float* out, int width) {
+    __shared__ float tile[16][16];
+    __shared__ float after[16 * 16];
+    for (int c = 0; c < 16; ++c) {
+        tile[threadIdx.x][c] = 1.0f;
+        after[threadIdx.x * 16 + c] = 2.0f;
+    }
+    __syncthreads();
+    float sum = 0.0f;
+    for (int c = 0; c < width; ++c) sum += tile[threadIdx.x][c];
+    out[threadIdx.x] = sum;
+}

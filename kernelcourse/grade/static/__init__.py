@@ -7,6 +7,7 @@ That cheat is visible only in the source, so here the honest defence is a static
 and the report says so. One module per language:
 
   python_rules.py   the Triton file, parsed (never imported), held to an allowlist
+  triton_allowlist.py  that allowlist's tables
   c_rules.py        the C kernel: its source, and the symbols of its object
 """
 from .errors import Refused
