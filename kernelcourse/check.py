@@ -146,12 +146,12 @@ def compiler_warnings(source: Path, defines: dict) -> list[str]:
     for it and WARNING_FLAGS: the optimiser runs (-O2 is among them), so that warnings which
     need it (-Wmaybe-uninitialized) come too, and the object is thrown away: the build that
     ran is never changed."""
-    from kernelcourse.backends.cpu import _compiler, build_flags, kernel_unit
+    from kernelcourse.backends.cpu_build import build_flags, find_compiler, kernel_unit
     from kernelcourse.source import KernelSource
     src = KernelSource.load(Path(source))
     with tempfile.TemporaryDirectory() as scratch:
         (Path(scratch) / "kernel.cpp").write_text(kernel_unit(src))
-        said = subprocess.run([_compiler(), *build_flags(defines, WARNING_FLAGS), "-c", "kernel.cpp",
+        said = subprocess.run([find_compiler(), *build_flags(defines, WARNING_FLAGS), "-c", "kernel.cpp",
                                "-o", os.devnull], capture_output=True, text=True, cwd=scratch,
                               env=dict(os.environ, LC_ALL="C")).stderr
     line = re.compile(rf"^{re.escape(src.filename)}:(\d+):\d+: (warning|note): (.*)$", re.M)

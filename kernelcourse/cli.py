@@ -87,7 +87,7 @@ def _checks(device):
         backend.compile(PROBE, "probe")((1,), (32,), (x,))
         if not np.array_equal(backend.to_host(x), 2 * np.arange(32, dtype=np.float32)):
             raise RuntimeError("the probe kernel ran but computed the wrong values")
-        from .backends.cpu import compiler_version
+        from .backends.cpu_build import compiler_version
         return f"{compiler_version()}; probe kernel ran"
 
     def compile_probe(target):

@@ -1,4 +1,4 @@
-"""The diagnosis table (kernelcourse/verify.py, RULES) checked row by row against known-wrong
+"""The diagnosis table (kernelcourse/diagnosis.py, RULES) checked row by row against known-wrong
 kernels: for each cause, at least two variants written for it (a C kernel on the cpu backend,
 and a Triton twin in the interpreter where Triton can make the mistake), each of which must
 FAIL with that cause, say what its `says` holds, and list under "look at" the lines with the
@@ -19,7 +19,8 @@ import pytest
 import exercise_variants as variants
 from kernelcourse import check, rungs
 from kernelcourse.backends import interpreted
-from kernelcourse.verify import RULES, KernelText
+from kernelcourse.diagnosis import RULES
+from kernelcourse.kernel_text import KernelText
 
 REPO = Path(__file__).resolve().parent.parent
 EXERCISE_01 = REPO / "exercises" / "01-tiled-matmul"

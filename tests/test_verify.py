@@ -3,7 +3,8 @@ interpreter, and each classic bug is caught and given the right diagnosis."""
 import pytest
 
 from kernelcourse.gemm import CPU_SUITE, Shape
-from kernelcourse.verify import GemmImpl, ShapeResult, diagnose, verify
+from kernelcourse.diagnosis import diagnose
+from kernelcourse.verify import GemmImpl, ShapeResult, verify
 from triton_gemm_bugs import launcher
 
 

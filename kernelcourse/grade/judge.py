@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..gemm import Shape, Suite
-from ..verify import TOLERANCE, ShapeResult, diagnose, judge_outputs
+from ..diagnosis import diagnose
+from ..precision import TOLERANCE
+from ..verify import ShapeResult, judge_outputs
 from .spec import GemmTest
 
 TILE = 32          # the exercises' tile: what "aligned" means to the diagnosis

@@ -29,7 +29,9 @@ from .judge import Outcome, ShapeRuns, judge_function, judge_gemm
 from .leftovers import kill_group
 from .sandbox import Child, Isolation, child_environment
 from .spec import FunctionTest, GemmTest
-from ..verify import TOLERANCE, canary_length, same_code
+from ..kernel_text import same_code
+from ..precision import TOLERANCE
+from ..verify import canary_length
 
 PERF_TIME_LIMIT_S = 300
 

@@ -32,7 +32,8 @@ import pytest
 
 from grading import submissions
 from kernelcourse.backends.compile_only import CompileError
-from kernelcourse.backends.cpu import CpuBackend, KernelFault, _compiler, system_include_dirs
+from kernelcourse.backends.cpu import CpuBackend, KernelFault
+from kernelcourse.backends.cpu_build import find_compiler, system_include_dirs
 from kernelcourse.grade import static
 from kernelcourse.grade.static import c_rules
 from test_grade import header
@@ -174,7 +175,7 @@ def test_the_build_reads_the_kernel_after_the_preprocessor_and_its_object(cpu, t
 
 def test_a_header_is_the_systems_by_where_it_is_not_by_the_folder_that_found_it(cpu, tmp_path):
     """<../../labs/...> found from the system's include folder is still the course's kernel."""
-    system = system_include_dirs(_compiler())[-1]
+    system = system_include_dirs(find_compiler())[-1]
     through = os.path.relpath(REPO / "labs" / "02-tiled" / "tiled.cu", system)
     with pytest.raises(CompileError, match=r"tiled\.cu:2: includes .*labs/02-tiled/tiled\.cu, which is "
                                            r"neither a header of the harness"):
