@@ -50,12 +50,15 @@ def crash(f: Evidence) -> str:
             said += (" A vector access (a float4: 16 bytes) needs an address that 16 divides: take "
                      "the float4 path only where the row starts on 16 bytes (the row length a "
                      "multiple of 4 and the base pointer aligned) and the column is a multiple of "
-                     "4, and load one element at a time elsewhere.")
+                     "4, and load one element at a time elsewhere; in shared memory, a row padded "
+                     "to a length that is not a multiple of 4 floats starts off 16 bytes too.")
         elif "index out of bounds" in r.crash.lower():
             said += (" An index past the end of a __shared__ or local array, at the line named: "
                      "a loop over a tile's slots that runs to the matrix's size (k < K) instead of "
-                     "the tile's (k < TILE), or a tile's row and column swapped. On a GPU the "
-                     "access lands in another array's data (wrong numbers) or faults.")
+                     "the tile's (k < TILE), a row or column of C or of an input (blockIdx * TILE "
+                     "+ t) used where the tile's own (t) belongs, or a tile declared smaller than "
+                     "the loops over it. On a GPU the access lands in another array's data (wrong "
+                     "numbers) or faults.")
         elif "illegal" in r.crash.lower() or "memory access" in r.crash.lower():
             said += (" An illegal address means a thread read or wrote outside an allocation: "
                      "look for a load without its row < M / col < N / k < K guard, or a store "

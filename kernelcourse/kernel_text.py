@@ -275,9 +275,12 @@ class KernelText:
             return self.accesses(f)
         number, array = place
         found = [(number, "")]
-        if not self.triton:     # its guards, and for an index past an array, the loops setting it
-            kinds = ("if", "else", "for", "while") if not array else ("if", "else")
-            return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, kinds)]
+        if not self.triton:     # its guards; for an index past an array or a misaligned access,
+            if array:           # the loops setting the index and the arrays' declarations too
+                return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, ("if", "else"))]
+            kinds = ("if", "else", "for", "while")
+            return (found + [(self._line_of(r[2]), "") for r in self._enclosing(number, kinds)]
+                    + [(n, "") for n in self._matching(r"\b__shared__\b")])
         for call in self._calls("load", "store"):
             if call.lineno <= number <= call.end_lineno and call.args and isinstance(call.args[0], ast.Name):
                 found += [(line, "") for line in self._assignments(call.args[0].id)]

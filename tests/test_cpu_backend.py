@@ -170,10 +170,21 @@ def test_a_misaligned_vector_access_stops_the_launch_as_a_gpu_does(cpu):
     assert np.array_equal(cpu.to_host(out), np.arange(4, 68, dtype=np.float32).reshape(16, 4).sum(1))
     line = line_of(PROBES, "reinterpret_cast<const float4*>")
     for offset in (1, 2, 3):
-        with pytest.raises(KernelFault, match=(rf"misaligned address: a float4 \w+ \(16-byte aligned\) at "
-                                               rf"element \d+ of in, {4 * offset} bytes past a multiple of 16, "
-                                               rf"at tests/kernels/emulation_probes.cu:{line}, by thread")):
+        with pytest.raises(KernelFault, match=(rf"misaligned address: a float4 read at element \d+ of in, "
+                                               rf"{4 * offset} bytes past a multiple of 16, the alignment a float4 "
+                                               rf"needs, at tests/kernels/emulation_probes.cu:{line}, by thread")):
             kernel((1,), (16,), (data, out, offset))
+
+
+def test_a_misaligned_store_into_a_shared_array_names_the_array(cpu):
+    """A row padded to 17 floats starts 68 bytes after the one before it: a float4 store
+    there is off 16 bytes, and the report names the __shared__ array and the byte."""
+    kernel = cpu.compile(PROBES, "padded_row_store")
+    line = line_of(PROBES, "*reinterpret_cast<float4*>(&padded[threadIdx.x][0])")
+    with pytest.raises(KernelFault, match=(r"misaligned address: a float4 write at byte (68|136|204) of padded "
+                                           r"\(a __shared__ array\), 4 bytes past a multiple of 16, the alignment a "
+                                           rf"float4 needs, at tests/kernels/emulation_probes.cu:{line}, by thread")):
+        kernel((1,), (4,), (cpu.to_device(np.zeros(4, np.float32)),))
 
 
 def test_a_misaligned_float4_load_of_a_rung_is_its_verdict_on_the_cpu_too(cpu, tmp_path):
@@ -197,28 +208,55 @@ def test_an_index_past_a_shared_tile_is_caught_inside_the_blocks_shared_memory(c
     kernel((1,), (16,), (out, 16))
     assert np.array_equal(cpu.to_host(out), np.full(16, 16, np.float32))
     line = line_of(PROBES, "sum += tile[threadIdx.x][c]")
-    with pytest.raises(KernelFault, match=(rf"index out of bounds: index 16 of an array float \[16\] \(a __shared__ or local one\), at "
+    with pytest.raises(KernelFault, match=(rf"index out of bounds: index 16 of an array float \[16\] \(one "
+                                           rf"subscript, of a __shared__ or local array, on that line\), at "
                                            rf"tests/kernels/emulation_probes.cu:{line}, by thread \(\d+, 0, 0\) "
                                            r"of block \(0, 0, 0\) of shared_row")):
         kernel((1,), (16,), (out, 17))
 
 
 def test_a_file_nvrtc_compiles_as_it_is_runs_on_the_cpu_too(cpu):
-    """No portable.h, <cuda_fp16.h>, clock64() and clock(): NVRTC takes the file as it is
+    """No portable.h, <cuda_fp16.h>'s half and its functions, uint4 and float3, __ldg, __expf
+    and __saturatef, clock64() and clock(): NVRTC takes the file as it is
     (compile-only here), and so does the cpu backend, which runs it."""
     source = KERNELS / "nvrtc_as_is.cu"
     nvrtc_compile(source)
     kernel = cpu.compile(source, "halves_and_ticks")
     out, ticks = cpu.to_device(np.zeros(32, np.float32)), cpu.to_device(np.zeros(32, np.float32))
-    kernel((1,), (32,), (out, ticks))
-    assert np.array_equal(cpu.to_host(out), np.arange(32, dtype=np.float32))
+    kernel((1,), (32,), (cpu.to_device(np.ones(32, np.float32)), out, ticks))
+    assert np.array_equal(cpu.to_host(out), np.arange(32, dtype=np.float32) + 1.0)
     assert np.all(cpu.to_host(ticks) > 0)
 
 
+@pytest.mark.parametrize("text, says", [
+    # no header at all: what NVRTC builds in, and no more (f16 and KC_CEIL_DIV are portable.h's)
+    ('extern "C" __global__ void k(float* out) { f16 h = 1.0f; out[0] = float(h); }', "'f16' was not declared"),
+    ('extern "C" __global__ void k(float* out) { out[0] = KC_CEIL_DIV(7, 2); }', "'KC_CEIL_DIV' was not declared"),
+    ('#include <cuda_fp16.h>\nextern "C" __global__ void k(float* out) { half2 h; out[0] = 0.0f; }',
+     "does not emulate pairs of halves (half2) and their intrinsics ('half2')"),
+])
+def test_what_nvrtc_refuses_in_such_a_file_the_cpu_backend_refuses_too(cpu, tmp_path, text, says):
+    source = tmp_path / "kernel.cu"
+    source.write_text(text + "\n")
+    with pytest.raises(CompileError) as refused:
+        cpu.compile(source, "k")
+    assert says in str(refused.value).replace("\u2018", "'").replace("\u2019", "'"), str(refused.value)
+
+
+def test_a_prototype_before_its_kernel_and_the_c_librarys_clock_compile(cpu, tmp_path):
+    source = tmp_path / "kernel.cu"
+    source.write_text('#include <ctime>\nextern "C" __global__ void k(float* out);\n'
+                      'extern "C" __global__ void k(float* out) { clock_t t = clock(); out[threadIdx.x] = t >= 0 ? 1.0f : 0.0f; }\n')
+    out = cpu.to_device(np.zeros(4, np.float32))
+    cpu.compile(source, "k")((1,), (4,), (out,))
+    assert np.array_equal(cpu.to_host(out), np.ones(4, np.float32))
+
+
 @pytest.mark.parametrize("header, says", [
-    ("<cuda_bf16.h>", "includes <cuda_bf16.h>, a GPU compiler's header the cpu backend does not emulate"),
-    ("<cuda_pipeline.h>", "includes <cuda_pipeline.h>, a GPU compiler's header the cpu backend does not emulate"),
-    ("<cuda/barrier>", "includes <cuda/barrier>, a GPU compiler's header"),
+    ("<cuda_bf16.h>", "includes <cuda_bf16.h>, a CUDA or HIP header the cpu backend does not emulate"),
+    ("<cuda_pipeline.h>", "includes <cuda_pipeline.h>, a CUDA or HIP header the cpu backend does not emulate"),
+    ("<cuda/barrier>", "includes <cuda/barrier>, a CUDA or HIP header"),
+    ("<curand_kernel.h>", "includes <curand_kernel.h>, a CUDA or HIP header"),
     ('"my_helpers.h"', "includes my_helpers.h, which is not there: the kernel file is compiled alone"),
 ])
 def test_a_header_the_cpu_backend_has_nothing_for_is_refused_by_name_and_line(cpu, tmp_path, header, says):
@@ -227,7 +265,7 @@ def test_a_header_the_cpu_backend_has_nothing_for_is_refused_by_name_and_line(cp
     with pytest.raises(CompileError) as refused:
         cpu.compile(source, "k")
     assert f"kernel.cu:2: {says}" in str(refused.value), str(refused.value)
-    assert "cuda_fp16.h, cuda_runtime.h" in str(refused.value)
+    assert "cuda_fp16.h, cuda_runtime.h, device_launch_parameters.h" in str(refused.value)
 
 
 def test_a_write_past_the_end_is_named_as_a_write(cpu):

@@ -78,7 +78,8 @@ class _Status(ctypes.Structure):
                 ("guard", ctypes.c_int), ("syscall", ctypes.c_int), ("fault_address", ctypes.c_uint64),
                 ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64), ("calls", ctypes.c_uint64 * 8),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
-                ("message", ctypes.c_char * 256), ("check", ctypes.c_int), ("alignment", ctypes.c_uint)]
+                ("message", ctypes.c_char * 256), ("check", ctypes.c_int), ("alignment", ctypes.c_uint),
+                ("shared", ctypes.c_int)]
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -254,7 +255,7 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     at = f" at {where}" if where else ""
     address = status.fault_address
     if status.outcome == 4:
-        return _checked(status, kernel, params, args, at, who)
+        return _checked(status, kernel, params, args, library, at, who)
     if status.signal == signal.SIGSYS:
         call = f"({_system_call_name(status.syscall)}) " if status.syscall >= 0 else "(of another ABI) "
         return (f"{kernel}: the kernel made a system call {call}that a GPU kernel cannot make{at}, "
@@ -280,25 +281,51 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     return f"{kernel} stopped with {stopped_by}{at}, in {who}"
 
 
-def _checked(status: _Status, kernel: str, params, args, at: str, who: str) -> str:
+def _checked(status: _Status, kernel: str, params, args, library: Path, at: str, who: str) -> str:
     """A check the compiler added failed (kernels/cpu_checks.h): a misaligned access, or an
     index past an array of known size."""
-    type_name = re.sub(r"\b(?:const|volatile|struct)\s+", "", status.message.decode(errors="replace")).strip("'")
+    said, where = status.message.decode(errors="replace"), at.strip() or "in the kernel"
+    plain = lambda name: re.sub(r"\b(?:const|volatile|struct)\s+", "", name).strip("'")  # noqa: E731
     if status.check == 2:
-        return (f"index out of bounds: index {ctypes.c_int64(status.fault_address).value} of an array "
-                f"{type_name} (a __shared__ or local one), {at.strip() or 'in the kernel'}, by {who} of {kernel}")
-    access = {1: "write", 0: "read"}.get(status.is_write, "access")
+        index, _, array = said.partition("\t")
+        return (f"index out of bounds: index {index} of an array {plain(array)} (one subscript, of a "
+                f"__shared__ or local array, on that line), {where}, by {who} of {kernel}")
+    access = "write" if status.is_write == 1 else "read"
     address, alignment = status.fault_address, status.alignment
     found = f"address 0x{address:x}"
     for param, value in zip(params, args):
         if isinstance(value, CpuArray) and value.pointer <= address < value.pointer + value.size * value.dtype.itemsize:
-            offset = address - value.pointer
-            found = (f"element {offset // value.dtype.itemsize} of {param.name}" if offset % value.dtype.itemsize == 0
-                     else f"byte {offset} of {param.name}")
+            found = _element(address - value.pointer, value.dtype.itemsize, param.name)
             break
-    return (f"misaligned address: a {type_name} {access} ({alignment}-byte aligned) at {found}, "
-            f"{address % alignment} bytes past a multiple of {alignment}, {at.strip() or 'in the kernel'}, "
-            f"by {who} of {kernel}: a GPU stops the kernel there")
+    else:
+        if status.shared == 1 and (variable := _variable_at(library, address - status.library_base)):
+            found = f"byte {variable[1]} of {variable[0]} (a __shared__ array)"
+        elif status.shared:
+            found += ", in the block's __shared__ variables" if status.shared == 1 else ", in the dynamic shared memory"
+    return (f"misaligned address: a {plain(said)} {access} at {found}, {address % alignment} bytes past a "
+            f"multiple of {alignment}, the alignment a {plain(said)} needs, {where}, by {who} of {kernel}: a "
+            "GPU stops the kernel there")
+
+
+def _element(offset: int, size: int, name: str) -> str:
+    return f"element {offset // size} of {name}" if offset % size == 0 else f"byte {offset} of {name}"
+
+
+def _variable_at(library: Path, offset: int) -> tuple[str, int] | None:
+    """The __shared__ variable of the library that holds `offset` (from its start), and the
+    offset into it, from the library's symbol table (nm: the variables are local statics,
+    named function::variable)."""
+    tool = shutil.which("nm")
+    if tool is None:
+        return None
+    out = subprocess.run([tool, "-S", "-C", "--defined-only", str(library)], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        fields = line.split(maxsplit=3)
+        if len(fields) == 4 and fields[2] in "bBdD":
+            start, size = int(fields[0], 16), int(fields[1], 16)
+            if start <= offset < start + size:
+                return fields[3].rpartition("::")[2], offset - start
+    return None
 
 
 @once

@@ -33,6 +33,8 @@ UNSUPPORTED = (
     (r"\b__shfl\w*", "warp shuffles (__shfl*)"),
     (r"\b__(?:ballot|any|all|match)_sync\b|\b__activemask\b", "warp votes (__ballot_sync and kin)"),
     (r"\b__syncwarp\b", "warp-level barriers (__syncwarp)"),
+    (r"\b(?:__half2|half2|__floats2half2_rn|__float2half2_rn|__half22float2|__low2\w+|__high2\w+|__h2div)\b",
+     "pairs of halves (half2) and their intrinsics"),
     (r"\bnvcuda\s*::\s*wmma\b|\bwmma\s*::", "tensor-core fragments (wmma)"),
     (r"\b__builtin_amdgcn_\w+", "AMD GCN intrinsics (__builtin_amdgcn_*)"),
     (r"\bextern\s+__shared__\b", "a bare extern __shared__ array (declare dynamic shared memory "
@@ -87,9 +89,8 @@ def defined_entry_points(src: KernelSource) -> dict:
     prototypes without a body): each gets a launcher."""
     code = KernelSource(blanked(src.text, literals=False), src.filename)   # keeps extern "C"
     found = {}
-    for name, params in code.entry_points().items():
-        signature = re.search(rf"\b{name}\s*\([^)]*\)\s*", code.text)
-        if signature and code.text[signature.end():signature.end() + 1] == "{":
+    for name, params in code.entry_points().items():     # a prototype before it is no definition
+        if any(code.text[s.end():s.end() + 1] == "{" for s in re.finditer(rf"\b{name}\s*\([^)]*\)\s*", code.text)):
             found[name] = params
     return found
 
@@ -115,12 +116,12 @@ def build_flags(defines: dict | None = None, options: tuple[str, ...] = ()) -> l
 
 
 def kernel_unit(src: KernelSource) -> str:
-    """The kernel file's translation unit: portable.h, as NVRTC and hiprtc imply their own
-    (a file that includes it, as the course's do, includes it once), then the file itself,
-    named as the student names it (#line), so that the compiler's messages and the debug
-    line table speak of its lines."""
+    """The kernel file's translation unit: the runtime, as NVRTC and hiprtc build theirs in
+    (what they build in, no more: f16 and KC_CEIL_DIV are portable.h's, __half <cuda_fp16.h>'s),
+    then the file itself, named as the student names it (#line), so that the compiler's
+    messages and the debug line table speak of its lines."""
     name = src.filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f'#include "portable.h"\n#line 1 "{name}"\n{src.text}\n'
+    return f'#include "cpu_runtime.h"\n#line 1 "{name}"\n{src.text}\n'
 
 
 def launchers_source(src: KernelSource, entry_points: dict) -> str:
@@ -217,8 +218,9 @@ def _unmapped_header(exc: CompileError, filename: str) -> CompileError | None:
     if missing is None:
         return None
     where, header = f"{os.path.basename(missing[1])}:{missing[2]}", missing[3]
-    gpu = re.match(r"(?:cuda|hip|cooperative_groups|mma\.h|sm_\d+|crt/|nv/)", header)
-    said = (f"{where}: includes <{header}>, a GPU compiler's header the cpu backend does not emulate; "
+    gpu = re.match(r"(?:cuda|hip|cooperative_groups|mma\.h|sm_\d+|crt/|nv/|cu(?:rand|b|tlass|te|fft|blas|dnn|sparse|solver)"
+                   r"|thrust/|device_|math_constants|vector_|texture_|surface_|nvtx|nvfunctional|rocm|roc)", header)
+    said = (f"{where}: includes <{header}>, a CUDA or HIP header the cpu backend does not emulate; "
             f"run this kernel on a GPU backend (the GPU headers it maps: {', '.join(MAPPED_HEADERS)})"
             if gpu else
             f"{where}: includes {header}, which is not there: the kernel file is compiled alone, "
@@ -344,7 +346,7 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
             # library's, for anything else loaded into the process. The launch code first,
             # so that where both objects hold a copy of an inline function, its copy is kept.
             exports = "".join(f"kc_launch_{name}; " for name in entry_points)
-            (here / "exports.map").write_text(f"{{ global: {exports}local: *; }};\n")
+            (here / "exports.map").write_text(f"{{ {'global: ' + exports if exports else ''}local: *; }};\n")
             _compile([compiler, "-shared", "-Wl,--version-script=exports.map", str(launch),
                       "launchers.o", "kernel.o", "-o", "kernel.so"], here, src.filename)
             return (here / "kernel.so").read_bytes(), log.encode()

@@ -26,18 +26,31 @@ struct TypeMismatch {
 };
 struct OutOfBounds { SourceLocation where; const TypeDescriptor* array_type; const TypeDescriptor* index_type; };
 
-// The index as the signed or unsigned integer it was (an integer type's info: log2 of its
-// width in bits, shifted left once, and whether it is signed in bit 0).
-static inline long long integer(const TypeDescriptor* type, uintptr_t value) {
+// The index as the signed or unsigned integer it was, in decimal (an integer type's info:
+// log2 of its width in bits, shifted left once, and whether it is signed in bit 0).
+static inline void integer(char* text, size_t size, const TypeDescriptor* type, uintptr_t value) {
     const unsigned bits = 1u << (type->info >> 1);
-    if (!(type->info & 1) || bits >= 64) return (long long)value;
-    const uintptr_t sign = uintptr_t(1) << (bits - 1), mask = (sign << 1) - 1;
-    value &= mask;
-    return (long long)((value ^ sign) - sign);
+    if (bits < 64) value &= (uintptr_t(1) << bits) - 1;
+    if (!(type->info & 1)) {
+        snprintf(text, size, "%llu", (unsigned long long)value);
+        return;
+    }
+    const uintptr_t sign = uintptr_t(1) << (bits - 1);
+    snprintf(text, size, "%lld", bits >= 64 ? (long long)value : (long long)((value ^ sign) - sign));
 }
 
-[[noreturn]] static void report(int check, const TypeDescriptor* type, uint64_t value, int is_write,
-                                void* caller) {
+// Which shared memory an address is in: 1 the block's __shared__ variables, 2 the launch's
+// dynamic shared memory, 0 neither.
+static inline int shared_kind(uintptr_t address) {
+    const char* p = reinterpret_cast<const char*>(address);
+    if (__start_kc_shared && __start_kc_shared <= p && p < __stop_kc_shared) return 1;
+    if (reinterpret_cast<const char*>(dynamic_shared_base) <= p && p < shared_end) return 2;
+    return 0;
+}
+
+// MISALIGNED: message holds the type, fault_address the address. OUT_OF_BOUNDS: message
+// holds the index, a tab, the array's type.
+[[noreturn]] static void report(int check, const char* text, uint64_t value, int is_write, void* caller) {
     status->outcome = CHECKED;
     status->check = check;
     status->fault_address = value;
@@ -45,21 +58,26 @@ static inline long long integer(const TypeDescriptor* type, uintptr_t value) {
     status->pc = uint64_t(uintptr_t(caller)) - 1;        // inside the call: the access's line
     status->block = blockIdx;
     status->thread = launch.current ? launch.current->thread : uint3{0, 0, 0};
-    snprintf(status->message, sizeof status->message, "%s", type->name);
+    snprintf(status->message, sizeof status->message, "%s", text);
     _exit(4);
 }
 
 }  // namespace kc::ubsan
 
+// A store is kind 1; a load, or the reference or member access a struct's copy begins with
+// (how `float4 v = *p;` reaches the check), is a read.
 extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(kc::ubsan::TypeMismatch* data,
                                                                    uintptr_t pointer) {
     kc::status->alignment = 1u << data->log_alignment;
-    kc::ubsan::report(kc::MISALIGNED, data->type, pointer,
-                      data->check_kind == 0 ? 0 : data->check_kind == 1 ? 1 : -1, __builtin_return_address(0));
+    kc::status->shared = kc::ubsan::shared_kind(pointer);
+    kc::ubsan::report(kc::MISALIGNED, data->type->name, pointer, data->check_kind == 1 ? 1 : 0,
+                      __builtin_return_address(0));
 }
 
 extern "C" [[noreturn]] void __ubsan_handle_out_of_bounds_abort(kc::ubsan::OutOfBounds* data,
                                                                 uintptr_t index) {
-    kc::ubsan::report(kc::OUT_OF_BOUNDS, data->array_type,
-                      uint64_t(kc::ubsan::integer(data->index_type, index)), -1, __builtin_return_address(0));
+    char text[200], number[32];
+    kc::ubsan::integer(number, sizeof number, data->index_type, index);
+    snprintf(text, sizeof text, "%s\t%s", number, data->array_type->name);
+    kc::ubsan::report(kc::OUT_OF_BOUNDS, text, 0, -1, __builtin_return_address(0));
 }

@@ -82,10 +82,12 @@ struct Status {
                               // function it called (memcpy, or the C library's system call)
     uint3 block, thread;      // who was running
     char message[256];        // FAILED: what the emulation refused to go on with; CHECKED:
-                              // the type accessed, or the array's type
+                              // the type accessed, or the index and the array's type
     int check;                // CHECKED: the check that failed (Check); fault_address holds
-                              // the misaligned address, or the index out of bounds
+                              // the misaligned address
     unsigned alignment;       // MISALIGNED: the bytes the type's address must be a multiple of
+    int shared;               // MISALIGNED: 1 in the block's __shared__ variables, 2 in the
+                              // dynamic shared memory, 0 elsewhere
 };
 
 // Per fiber; a guard page below each. Only the pages a thread touches cost memory.

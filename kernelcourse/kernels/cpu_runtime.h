@@ -1,7 +1,9 @@
-// cpu_runtime.h: the CUDA/HIP surface a course kernel uses, emulated on the CPU.
+// cpu_runtime.h: the CUDA/HIP surface a kernel uses, emulated on the CPU: what NVRTC and
+// hiprtc build in (the half-precision type is cpu_fp16.h's, as it is <cuda_fp16.h>'s there).
 //
-// portable.h includes this instead of the GPU headers when the `cpu` backend compiles a
-// .cu file with the system C++ compiler (-DKC_CPU). The kernel source is not changed:
+// The `cpu` backend compiles every .cu file with the system C++ compiler after this header
+// (-DKC_CPU; portable.h then includes it and cpu_fp16.h in place of the GPU headers, and
+// kernels/cpu_cuda/ stands for the GPU compilers' own). The kernel source is not changed:
 //   * each GPU thread of a block is a fiber (a coroutine with its own stack); the fibers of
 //     a block take turns on one CPU thread, and __syncthreads() suspends a fiber until every
 //     fiber of its block has arrived, so a barrier is a real barrier;
@@ -34,6 +36,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <type_traits>
 
 // -- qualifiers and attributes: accepted, and mean nothing on the CPU
@@ -54,33 +57,44 @@ struct __attribute__((aligned(8))) float2 { float x, y; };
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
 struct __attribute__((aligned(8))) int2 { int x, y; };
 struct __attribute__((aligned(16))) int4 { int x, y, z, w; };
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+struct float3 { float x, y, z; };
+struct int3 { int x, y, z; };
 static inline float2 make_float2(float x, float y) { return {x, y}; }
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static inline int2 make_int2(int x, int y) { return {x, y}; }
 static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-
-// IEEE binary16, rounded after every operation as the GPU's __half arithmetic is.
-typedef _Float16 __half;
-static inline __half __float2half(float v) { return (__half)v; }
-static inline float __half2float(__half v) { return (float)v; }
-static inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
-static inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
-static inline __half __hfma(__half a, __half b, __half c) { return (__half)std::fma((float)a, (float)b, (float)c); }
+static inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+static inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
+static inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
 
 // -- the few device math functions with CUDA-only names
 static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }
+// the fast intrinsics: on a GPU, fewer bits of accuracy; here the library's full ones (as
+// macros: the C library declares functions of these names for its own use, and exports none)
+#define __expf(v) expf(v)
+#define __logf(v) logf(v)
+#define __sinf(v) sinf(v)
+#define __cosf(v) cosf(v)
+#define __powf(a, b) powf(a, b)
+static inline float __saturatef(float v) { return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v; }
+// __ldg: a load through the read-only cache on a GPU; here a load
+template <typename T> static inline T __ldg(const T* address) { return *address; }
 // CUDA overloads min and max for mixed operands (min(threadIdx.x, n)): the common type.
 template <typename A, typename B> static inline std::common_type_t<A, B> min(A a, B b) {
     using T = std::common_type_t<A, B>; return T(b) < T(a) ? T(b) : T(a); }
 template <typename A, typename B> static inline std::common_type_t<A, B> max(A a, B b) {
     using T = std::common_type_t<A, B>; return T(a) < T(b) ? T(b) : T(a); }
 
-// -- the clock: a GPU's clock() and clock64() count its SM's cycles; here the CPU's
-// time-stamp counter (an instruction, no system call), which only goes up too.
+// -- the clock: a GPU's clock() and clock64() count its SM's cycles. Here clock64() reads
+// the CPU's time-stamp counter (an instruction, no system call), and clock() is the C
+// library's (<ctime>: processor time), so that a file that includes <ctime> itself still
+// compiles; both only go up, which is all a kernel that subtracts two readings needs.
 static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
-static inline long clock() { return (long)__builtin_ia32_rdtsc(); }
 
 // -- atomics: the fibers of a block share one CPU thread, so a read-modify-write that no
 // barrier interrupts is atomic among them. (The converse gap: a plain `x += 1` that needs

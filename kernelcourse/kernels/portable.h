@@ -9,11 +9,13 @@
 //     __syncthreads; hiprtc and NVRTC provide those built in, and must not see it.
 //   * The 16-bit float type lives in a different header on each side (all call
 //     it __half); kernels name it f16.
-//   * On the CPU, cpu_runtime.h supplies threadIdx, __syncthreads and the rest.
+//   * On the CPU, cpu_runtime.h supplies threadIdx, __syncthreads and the rest, and
+//     cpu_fp16.h the 16-bit float.
 #pragma once
 
 #if defined(KC_CPU)
   #include "cpu_runtime.h"
+  #include "cpu_fp16.h"
 #elif defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC_RTC__)
   #if !defined(__HIPCC_RTC__)
     #include <hip/hip_runtime.h>

@@ -64,3 +64,12 @@ extern "C" __global__ void shared_row(float* out, int width) {
     for (int c = 0; c < width; ++c) sum += tile[threadIdx.x][c];
     out[threadIdx.x] = sum;
 }
+
+// Each thread stores a float4 into a shared row padded to 17 floats: rows after the first
+// start 68 bytes apart, off 16 bytes, so the store of row 1 is misaligned.
+extern "C" __global__ void padded_row_store(float* out) {
+    __shared__ float padded[4][17];
+    *reinterpret_cast<float4*>(&padded[threadIdx.x][0]) = make_float4(1.0f, 2.0f, 3.0f, 4.0f);
+    __syncthreads();
+    out[threadIdx.x] = padded[threadIdx.x][3];
+}

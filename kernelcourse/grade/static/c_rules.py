@@ -31,9 +31,10 @@ from .errors import Refused
 # What the object file of a kernel may import: the math library, the memory copies the
 # compiler emits, printf for debugging (and the message of mma.h's checks), the C library's
 # checked variants of these (_FORTIFY_SOURCE), and the half-precision conversions of the
-# compiler's runtime. (assert() and the stack protector call the cpu backend's own.)
+# compiler's runtime, and clock() (the GPU's cycle counter; on the cpu backend the C
+# library's processor time). (assert() and the stack protector call the cpu backend's own.)
 SYMBOLS = set("""
-memcpy memset memmove __memcpy_chk __memset_chk __memmove_chk printf puts putchar __printf_chk
+clock memcpy memset memmove __memcpy_chk __memset_chk __memmove_chk printf puts putchar __printf_chk
 snprintf __snprintf_chk _GLOBAL_OFFSET_TABLE_ __extendhfsf2 __truncsfhf2
 __truncdfhf2 __extendbfsf2 __truncsfbf2 __truncdfbf2
 sqrt sqrtf cbrt cbrtf exp expf exp2 exp2f expm1 expm1f log logf log2 log2f log10 log10f log1p

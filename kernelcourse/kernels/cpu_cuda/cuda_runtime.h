@@ -1,4 +1,4 @@
-// <cuda_runtime.h>, as the cpu backend compiles it: the cpu runtime (cpu_runtime.h, through
-// portable.h) supplies what NVRTC or hiprtc would. Only the cpu backend searches this folder.
+// <cuda_runtime.h>, as the cpu backend compiles it: cpu_runtime.h supplies what NVRTC or hiprtc
+// would. Only the cpu backend searches this folder.
 #pragma once
-#include "portable.h"
+#include "cpu_runtime.h"

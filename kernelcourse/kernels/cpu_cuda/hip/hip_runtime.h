@@ -1,4 +1,4 @@
-// <hip/hip_runtime.h>, as the cpu backend compiles it: the cpu runtime (cpu_runtime.h, through
-// portable.h) supplies what NVRTC or hiprtc would. Only the cpu backend searches this folder.
+// <hip/hip_runtime.h>, as the cpu backend compiles it: cpu_runtime.h supplies what NVRTC or hiprtc
+// would. Only the cpu backend searches this folder.
 #pragma once
-#include "portable.h"
+#include "cpu_runtime.h"

@@ -1,0 +1,4 @@
+// <device_launch_parameters.h>, as the cpu backend compiles it: cpu_runtime.h supplies what NVRTC or hiprtc
+// would. Only the cpu backend searches this folder.
+#pragma once
+#include "cpu_runtime.h"

@@ -1,0 +1,23 @@
+// cpu_fp16.h: the half-precision type and functions of <cuda_fp16.h> and <hip/hip_fp16.h>,
+// on the CPU (portable.h includes it on the cpu backend, as does cpu_cuda/cuda_fp16.h).
+#pragma once
+
+#include "cpu_runtime.h"
+
+// IEEE binary16, rounded after every operation as the GPU's __half arithmetic is.
+typedef _Float16 __half;
+static inline __half __float2half(float v) { return (__half)v; }
+static inline float __half2float(__half v) { return (float)v; }
+static inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }
+static inline __half __hmul(__half a, __half b) { return (__half)((float)a * (float)b); }
+static inline __half __hfma(__half a, __half b, __half c) { return (__half)std::fma((float)a, (float)b, (float)c); }
+typedef __half half;
+static inline __half __float2half_rn(float v) { return (__half)v; }
+static inline __half __hsub(__half a, __half b) { return (__half)((float)a - (float)b); }
+static inline __half __hneg(__half a) { return (__half)(-(float)a); }
+static inline bool __heq(__half a, __half b) { return (float)a == (float)b; }
+static inline bool __hne(__half a, __half b) { return (float)a != (float)b; }
+static inline bool __hlt(__half a, __half b) { return (float)a < (float)b; }
+static inline bool __hle(__half a, __half b) { return (float)a <= (float)b; }
+static inline bool __hgt(__half a, __half b) { return (float)a > (float)b; }
+static inline bool __hge(__half a, __half b) { return (float)a >= (float)b; }
