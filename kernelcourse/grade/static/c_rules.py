@@ -14,7 +14,7 @@ these rules on the text are rules on what is compiled.
 The object (check_symbols, on every build of the cpu backend, for make check too: device
 code cannot call a host library on a GPU either): the kernel file is compiled as an object
 of its own, with the build's flags and defines, and every symbol it imports must be on
-SYMBOLS (libm, memcpy/memset, printf), however macros or #ifdefs spelled the calls. The
+SYMBOLS (libm, memcpy/memset, printf, clock), however macros or #ifdefs spelled the calls. The
 cpu backend also refuses an object that runs code when it is loaded, and stops a launch
 that makes a system call (kernelcourse/kernels/cpu_launch.h). Under NVRTC (the GPU) device
 code cannot call host code at all. What no check sees: a kernel that walks its own
@@ -207,5 +207,5 @@ def check_symbols(symbols: list[str], filename: str, code: str = "") -> None:
             use = re.search(rf"\b{re.escape(symbol)}\b", code)
             named.append(f"{symbol} (line {line_of(code, use.start())})" if use else symbol)
         raise Refused(f"{filename} calls {', '.join(named)}: device code may call only math "
-                      "functions, memcpy/memset and printf (a GPU kernel has no files, no "
+                      "functions, memcpy/memset, printf and clock (a GPU kernel has no files, no "
                       "processes and no library GEMM)")
