@@ -32,7 +32,7 @@ What the emulation gives a student without a GPU, and how:
     launch code's, and imports only what device code may call (static/c_rules.py SYMBOLS:
     math, memcpy/memset, printf, clock). While it runs: every descriptor but 0, 1 and 2 is closed
     and a system-call filter stops the launch at its first system call other than printf's
-    writes, memory and the clock, named, with the kernel's line (cpu_launch.h).
+    writes, memory and the clock, named, with the kernel's line (cpu_filter.h).
 Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
 """
 from __future__ import annotations
