@@ -9,9 +9,12 @@
 #   make grade SUBMISSIONS=dir/   grade a folder of submissions, one sub-folder per student
 #                                 ([EX=NN] [JOBS=n] [OUT=dir]; GRADING.md): grades.csv, results.json
 #   make autograder EX=NN         build/autograder-NN.zip, the autograder Gradescope runs
-#   make test                     the CPU suite and the notebooks (what CI runs)
+#   make test                     the CPU suite and the notebooks (what CI runs), on every core;
+#                                 LAB=03, EX=01 or PART=grader narrows it (the parts: pyproject.toml's
+#                                 markers), MARK='<pytest -m expression>' too; WORKERS=0: one process
+#   make test-fast                the same without the slowest tests and the notebooks (under a minute)
 #   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
-#   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU
+#   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU (LAB= ...)
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                open the lab notebooks in JupyterLab
 #   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
@@ -27,7 +30,7 @@ PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
 HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-.PHONY: setup lab run-lab check grade autograder doctor test test-gpu hip-python-versions notebooks sync-notebooks figures clean
+.PHONY: setup lab run-lab check grade autograder doctor test test-fast test-gpu hip-python-versions notebooks sync-notebooks figures clean
 
 setup: $(STAMP)
 
@@ -57,10 +60,26 @@ autograder: $(SETUP)
 doctor: $(SETUP)
 	$(PYTHON) -m kernelcourse doctor
 
+# What LAB, EX, PART and MARK select, as the rest of a pytest -m expression (LAB only where
+# given: its default above is run-lab's).
+GIVEN_LAB = $(if $(filter-out default file,$(origin LAB)),$(LAB))
+SELECT = $(if $(GIVEN_LAB), and lab$(GIVEN_LAB))$(if $(EX), and ex$(EX))$(if $(PART), and $(PART))$(if $(MARK), and ($(MARK)))
+# pytest-xdist's workers (-n): one per core. Each file goes to one worker, whole (--dist
+# loadfile), so that its module fixtures (a graded folder, say) run once, in the order
+# tests/conftest.py gives the files (--no-loadscope-reorder). Without pytest-xdist
+# (PYTHON=python3 may lack it), or with WORKERS=0, the tests run in one process.
+WORKERS ?= auto
+PARALLEL = $$($(PYTHON) -c 'import xdist' 2>/dev/null && echo '-n $(WORKERS) --dist loadfile --no-loadscope-reorder')
+NOTEBOOK_FILES := $(wildcard labs/*/lab.ipynb)
+
 # One pytest run for the tests and the notebooks, so that its last lines are the verdict
 # (and, where a compiler is missing, the line saying which compile paths were not exercised).
 test: $(SETUP) $(HIP_PYTHON_VERSIONS)
-	$(PYTHON) -m pytest -m "not gpu" tests --nbmake $(wildcard labs/*/lab.ipynb solutions/*/*.ipynb)
+	$(PYTHON) -m pytest $(PARALLEL) -m "not gpu$(SELECT)" tests --nbmake $(NOTEBOOK_FILES)
+
+# The edit loop: the tests marked slow (measured on 2 cores) and the notebooks left out.
+test-fast: $(SETUP) $(HIP_PYTHON_VERSIONS)
+	$(PYTHON) -m pytest $(PARALLEL) -m "not gpu and not slow$(SELECT)" tests
 
 # Each hip-python release of tests/hip_contract/versions.txt in build/hip-python/<version>,
 # beside the venv's own: the contract tests run the course's HIP calls against each one.
@@ -78,9 +97,12 @@ $(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
 
 # On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
 # machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).
+# One process: the GPU tests time kernels, and two workers would share the GPU. With LAB= (or
+# EX=, PART=), tests/test_notebooks.py goes with the notebooks, for the conftest that marks them.
 test-gpu: $(SETUP)
-	$(PYTHON) -m pytest -m gpu tests
-	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest --nbmake $(wildcard labs/*/lab.ipynb))
+	$(PYTHON) -m pytest -m "gpu$(SELECT)" tests
+	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest $(if $(SELECT),-m "notebooks$(SELECT)" tests/test_notebooks.py) \
+	  --nbmake $(wildcard labs/*/lab.ipynb))
 
 notebooks: $(SETUP)
 	$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -m pip install -q jupyterlab

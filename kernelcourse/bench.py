@@ -1,5 +1,8 @@
 """The benchmark harness: how fast is a GEMM, measured so the number means something.
 
+One loop, `time_launches`, times whatever the harness times (a GEMM's launches, the
+copy bandwidth's copies, bench-library's reference loop); the grader keeps its own loop,
+for reasons kernelcourse/grade/perf.py gives. Together with time_gemm it ensures:
   * device events around each launch (the launch is asynchronous; a host clock
     would time the queueing, not the kernel), recorded while the device is held busy
     (`backend.hold`), so that the host's cost of launching (a Python wrapper's, often
@@ -11,7 +14,8 @@
     a small problem cannot be timed out of cache;
   * TFLOP/s as 2*M*N*K / time, and the ratio to the vendor library of the *same*
     precision measured in the same run (fp32 means no TF32).
-Timings from the Triton interpreter on a CPU are wall-clock and carry that label.
+Where kernels run on the CPU (the cpu backend, the Triton interpreter) the events are the
+wall clock (backends/base.py, WallClockEvent), and the timings carry that label.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import math
 import platform
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -68,35 +73,68 @@ def rotating_sets(impl: GemmImpl, M: int, N: int, K: int, max_sets: int = 32,
 HOLD_MS = 1.0       # longer than any wrapper takes to queue a launch and its two events
 
 
-def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
-              repeats: int = 50, hold_ms: float = HOLD_MS) -> Timing:
-    """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones.
-    hold_ms: how long the device is held before each timed launch (0: not held, to see
-    what an unheld event pair measures)."""
-    backend = impl.backend
-    sets = rotating_sets(impl, M, N, K)
-    for i in range(warmup):
-        impl(*sets[i % len(sets)], M, N, K)
+@dataclass
+class Launches:
+    """What `time_launches` measured, each list in launch order."""
+    ms: list[float]            # device time of each timed launch (of each batch, per launch)
+    host_ms: list[float]       # host time of each call: wrapper and launch, not the kernel
+    label: str                 # the clock that timed them (the backend's label)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ms)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(10th, 90th) percentile, to judge the noise."""
+        times = sorted(self.ms)
+        return times[len(times) // 10], times[(9 * len(times)) // 10]
+
+
+def time_launches(backend, launch, repeats: int, warmup: int = 0, hold_ms: float = HOLD_MS,
+                  inputs: Sequence[tuple] = ((),), batch: int = 1) -> Launches:
+    """Time calls of `launch` with `backend`'s events: `warmup` untimed calls, then `repeats`
+    timed ones, each between an event pair of its own.
+    inputs: the argument tuples the calls rotate through, the n-th call (warm-up ones
+    counted) taking inputs[n % len(inputs)], so that no call finds in L2 the operands the
+    call before it left there.
+    hold_ms: how long the device is held before each pair (0: not held, to see what an
+    unheld pair measures).
+    batch: calls back to back inside each pair, its time shared among them (a loop of calls
+    between two events, as outside references time it).
+    Where kernels run on the CPU the events are the wall clock, as the backend's label says."""
+    for n in range(warmup):
+        launch(*inputs[n % len(inputs)])
     backend.synchronize()
+    # Every event is made before the first is recorded: making one costs host time.
     starts = [backend.event() for _ in range(repeats)]
     stops = [backend.event() for _ in range(repeats)]
     host = []
     for i in range(repeats):
-        A, B, C = sets[i % len(sets)]
         if hold_ms:                  # the device waits while the host queues what follows
             backend.hold(hold_ms)
         starts[i].record()
         began = time.perf_counter()
-        impl(A, B, C, M, N, K)
-        host.append((time.perf_counter() - began) * 1e3)
+        for n in range(warmup + i * batch, warmup + (i + 1) * batch):
+            launch(*inputs[n % len(inputs)])
+        host.append((time.perf_counter() - began) * 1e3 / batch)
         stops[i].record()
     backend.synchronize()
-    times = sorted(backend.elapsed_ms(s, e) for s, e in zip(starts, stops))
-    ms = statistics.median(times)
-    spread = (times[len(times) // 10], times[(9 * len(times)) // 10])
-    return Timing(impl.name, M, N, K, impl.dtype, ms, spread, repeats, len(sets),
+    return Launches([backend.elapsed_ms(s, e) / batch for s, e in zip(starts, stops)], host,
+                    backend.label)
+
+
+def time_gemm(impl: GemmImpl, M: int, N: int, K: int, warmup: int = 10,
+              repeats: int = 50, hold_ms: float = HOLD_MS) -> Timing:
+    """Median time of `impl` at M x N x K over `repeats` launches after `warmup` ones, on
+    input sets rotated from launch to launch. hold_ms: as time_launches says."""
+    sets = rotating_sets(impl, M, N, K)
+    run = time_launches(impl.backend, lambda A, B, C: impl(A, B, C, M, N, K), repeats, warmup,
+                        hold_ms, inputs=sets)
+    ms = run.median
+    return Timing(impl.name, M, N, K, impl.dtype, ms, run.spread, repeats, len(sets),
                   flops(M, N, K) / ms / 1e9, min_bytes(M, N, K, impl.dtype) / ms / 1e6,
-                  backend.label, launch_ms=statistics.median(host))
+                  run.label, launch_ms=statistics.median(run.host_ms))
 
 
 def library_impl(backend, dtype: str = "fp32") -> GemmImpl:

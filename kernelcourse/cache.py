@@ -23,8 +23,10 @@ def path(key: str, suffix: str) -> Path:
 
 
 def load(key: str, suffix: str) -> bytes | None:
-    found = path(key, suffix)
-    return found.read_bytes() if found.is_file() else None
+    try:
+        return path(key, suffix).read_bytes()
+    except FileNotFoundError:                 # never built, or `make clean` since
+        return None
 
 
 def build_once(key: str, suffix: str, compile_fn) -> tuple[bytes, str, Path]:
@@ -32,18 +34,25 @@ def build_once(key: str, suffix: str, compile_fn) -> tuple[bytes, str, Path]:
 
     compile_fn() -> (binary, log as bytes); both are kept, so a cached build still
     shows the compiler's report (registers, spills) exactly as the first build did.
+    The log is stored first: a process that finds the binary finds its log too.
     """
     binary, log = load(key, suffix), load(key, ".log")
     if binary is None or log is None:
         binary, log = compile_fn()
-        store(key, suffix, binary)
         store(key, ".log", log)
+        store(key, suffix, binary)
     return binary, log.decode(errors="replace"), path(key, suffix)
 
 
 def store(key: str, suffix: str, data: bytes) -> None:
-    """Write atomically, so that two processes compiling the same kernel never see half a file."""
+    """Write atomically: the data goes to a file of its own beside the entry, which then
+    replaces the entry in one rename. Two processes compiling the same kernel at once (two
+    pytest workers, a notebook and `make check`) each read a whole file, theirs or the other's."""
     directory = cache_dir()
-    with tempfile.NamedTemporaryFile(dir=directory, delete=False) as tmp:
-        tmp.write(data)
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{key}{suffix}.", delete=False) as tmp:
+        try:
+            tmp.write(data)
+        except BaseException:
+            os.unlink(tmp.name)
+            raise
     os.replace(tmp.name, directory / f"{key}{suffix}")

@@ -130,9 +130,10 @@ def run_lab(number: str, backend: str, size: int | None) -> int:
 def bench_library(size: int) -> int:
     """cuBLAS timed through the harness beside torch.matmul timed two common ways, in one run.
 
-    Two outside references, because they differ: a loop of back-to-back torch.matmul
-    calls between two CUDA events (what the harness does too), and triton.testing.do_bench,
-    which clears the L2 cache with a 256 MB memset before every call.
+    Two outside references, because they differ: a loop of 50 back-to-back torch.matmul
+    calls between one pair of CUDA events, the device not held (the harness's own loop,
+    bench.time_launches, with batch=50 and hold_ms=0), and triton.testing.do_bench, which
+    clears the L2 cache with a 256 MB memset before every call.
     """
     import torch
     import triton.testing
@@ -155,7 +156,8 @@ def bench_library(size: int) -> int:
         torch.backends.cuda.matmul.fp32_precision = fp32_precision(dtype)
         a = torch.rand(size, size, device="cuda", dtype=getattr(torch, STORAGE[dtype]))
         b = torch.rand_like(a)
-        loop = _event_loop_ms(lambda: torch.matmul(a, b))
+        loop = bench.time_launches(tri, lambda: torch.matmul(a, b), repeats=1, warmup=10,
+                                   hold_ms=0, batch=50).median
         flushed = triton.testing.do_bench(lambda: torch.matmul(a, b), return_mode="median")
         row = {"dtype": dtype, "size": size, "harness_cupy_tflops": cupy_t.tflops,
                "harness_torch_tflops": torch_t.tflops,
@@ -173,32 +175,19 @@ def bench_library(size: int) -> int:
     return 0
 
 
-def _event_loop_ms(fn, warmup: int = 10, repeats: int = 50) -> float:
-    """Mean time of `repeats` back-to-back calls between two CUDA events."""
-    import torch
-    for _ in range(warmup):
-        fn()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / repeats
-
-
 def resources() -> int:
     from . import bench
     from .backends import compile_only
     from .lab import resource_table
-    from .rungs import MATRIX_CORE, RUNGS, lockstep_width
+    from .rung import lockstep_width
+    from .rungs import MATRIX_CORE, RUNGS
     rows = []
     for rung in RUNGS + MATRIX_CORE:
         usage = rung.resources()
         print(resource_table(usage))
         # each target's build: its lockstep width's defaults (an AMD wavefront, its tile)
         row = {"rung": rung.name, "resources": usage,
-               "defines": {r.target: rung.for_lockstep(lockstep_width(r.target)).config() for r in usage}}
+               "defines": {r.target: rung.build(lockstep_width(r.target)).defines for r in usage}}
         if rung.dynamic_shared:          # the table's shared B is the static part only
             row["dynamic_shared_bytes"] = rung.launch_shared_by_target()
             print(f"dynamic shared memory a launch asks for: {row['dynamic_shared_bytes']}")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .device import any_gpu_node
+
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 
 
@@ -84,16 +86,18 @@ def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """C in float64 from the (already rounded) inputs: the thing we compare against.
 
     On a GPU machine torch does it in float64 on the device (seconds on the CPU at
-    4096, milliseconds there); otherwise NumPy.
+    4096, milliseconds there); otherwise NumPy. torch is imported only for such a product
+    on a machine with a GPU driver: the import alone costs a process seconds.
     """
-    try:
-        import torch
-        if torch.cuda.is_available() and A.shape[0] * B.shape[1] * A.shape[1] > 1 << 27:
-            a = torch.from_numpy(A).to("cuda", torch.float64)
-            b = torch.from_numpy(B).to("cuda", torch.float64)
-            return (a @ b).cpu().numpy()
-    except ImportError:
-        pass
+    if A.shape[0] * B.shape[1] * A.shape[1] > 1 << 27 and any_gpu_node() is not None:
+        try:
+            import torch
+            if torch.cuda.is_available():
+                a = torch.from_numpy(A).to("cuda", torch.float64)
+                b = torch.from_numpy(B).to("cuda", torch.float64)
+                return (a @ b).cpu().numpy()
+        except ImportError:
+            pass
     return A.astype(np.float64) @ B.astype(np.float64)
 
 

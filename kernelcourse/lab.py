@@ -1,20 +1,31 @@
-"""What every lab script needs: its options, its backends, and the compile-only reports.
+"""A lab run: its options, resolved once, and what every lab does with them.
 
 A lab is run three ways: `make run-lab LAB=NN BACKEND=... SIZE=...`, `python
 labs/NN-name/lab.py`, or as a notebook. Options therefore travel as environment
-variables (KC_BACKEND, KC_SIZE), which all three can set. A BACKEND this machine cannot
-run, or one that runs none of the lab's kernels, stops the lab at once with one line that
-says why (options() raises SystemExit: the run exits with status 1).
+variables (KC_BACKEND, KC_SIZE), which all three can set. `start()` reads them once and
+returns a `LabRun`: the device, the backends the run uses (built once, kept), the size,
+and the lab's four jobs on them (check, benchmark, resources, save), so that no lab asks
+whether it is on a GPU for those. A BACKEND this machine cannot run, or one that runs none
+of the lab's kernels, stops the lab at once with one line that says why (SystemExit: the
+run exits with status 1).
+
+    run = lab.start(gpu_size=4096, cpu_size=128)
+    reports = [run.check(impl, rung) for impl in run.impls(rung)]
+    timings = run.benchmark(rung)
+    run.save("tiled", {"timings": timings}, size=run.size)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import bench
 from .backends import BACKENDS, get_backend
 from .backends.compile_only import CompilerNotFound, ResourceUsage, compile_for
-from .device import DeviceDetectionError, detect
+from .device import Device, DeviceDetectionError, detect
+from .verify import GemmImpl, Report, verify
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
@@ -22,78 +33,171 @@ KINDS = ("c", "triton")          # what a lab may run: the .cu kernels, the Trit
 GPU_VENDOR = {"cuda": "nvidia", "hip": "amd"}
 
 
+class Refused(Exception):
+    """Why a lab cannot run with the BACKEND asked for, in one phrase."""
+
+
+def check(impl: GemmImpl, rung=None) -> Report:
+    """verify() on the suite for where impl runs: in Triton's CPU interpreter, the rung's
+    interpreter suite (programs run there one at a time, a few milliseconds each); C
+    kernels get the whole suite, each shape repeated, because there races do show.
+    On the cuda backend each launch runs isolated (a child process with its own GPU
+    context), so that a kernel's fault is its verdict and leaves the lab's context for
+    the next one; the cpu backend runs every launch in a child of its own anyway."""
+    if impl.backend.name == "triton" and not impl.backend.on_gpu:
+        return verify(impl, suite=getattr(rung, "interpreter_suite", None))
+    isolated = getattr(impl.backend, "isolated", contextlib.nullcontext)
+    with isolated():
+        return verify(impl)
+
+
 @dataclass
-class LabOptions:
-    backend: str          # 'auto', 'cuda', 'hip', 'cpu' or 'triton'
-    size: int             # M = N = K for the timing run
-    on_gpu: bool
+class LabRun:
+    """One run of a lab, its options resolved: every cell of a lab works through it."""
 
-    def wants(self, kind: str) -> bool:
-        """kind 'c' (the .cu kernels) or 'triton' (the twins): does this run include it?
-        'auto' runs both: the C kernels on the GPU, or on the cpu backend where there is none."""
-        if self.backend == "auto":
-            return True
-        return (kind == "triton") == (self.backend == "triton")
+    backend: str                   # what was asked for: 'auto', 'cuda', 'hip', 'cpu' or 'triton'
+    size: int                      # M = N = K for the timing run
+    device: Device
+    c: object | None               # the backend that runs .cu files (None: C left out)
+    triton: object | None          # the backend that runs Triton kernels (None: left out)
+
+    @property
+    def lead(self):
+        """The backend whose device this run measures: the C backend, else the Triton one."""
+        return self.c or self.triton
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.lead.on_gpu
+
+    def describe(self) -> str:
+        return f"device: {self.device.describe()}; backend {self.backend}; size {self.size}"
+
+    # -- what runs
+    def impls(self, rung) -> list[GemmImpl]:
+        """The rung's implementations this run includes: its C kernel (on the GPU, or on the
+        cpu backend with no GPU) and its Triton twin, where it has one."""
+        found = [rung.c_impl(self.c)] if self.c is not None else []
+        if self.triton is not None and rung.twin is not None:
+            found.append(rung.triton_impl(self.triton))
+        return found
+
+    def library(self, dtype: str = "fp32") -> GemmImpl:
+        """The vendor library in `dtype` (fp32: no TF32) on the lead backend."""
+        return bench.library_impl(self.lead, dtype)
+
+    # -- the four jobs
+    def check(self, impl: GemmImpl, rung=None) -> Report:
+        """check(): impl verified on the suite for where it runs."""
+        return check(impl, rung)
+
+    def benchmark(self, rung, variants: tuple[dict, ...] = ()) -> list[bench.Timing]:
+        """The rung's implementations (its C kernel also built with each dict of defines in
+        `variants`) timed by timed(), with the rung's warm-up and repeats."""
+        found = self.impls(rung)
+        if self.c is not None:
+            found[1:1] = [rung.c_impl(self.c, **d) for d in variants]
+        return self.timed(found, **rung.bench_kwargs)
+
+    def timed(self, found: list[GemmImpl], library_dtype: str = "fp32",
+              sizes: tuple[int, ...] = (), **bench_kwargs) -> list[bench.Timing]:
+        """On a GPU, every impl of `found` against the library in `library_dtype`, at each of
+        `sizes` (the run's size by default), with bench.compare's `bench_kwargs`. With no
+        GPU, each impl at the run's size only, a few repeats: wall clock, labelled (the cpu
+        backend's emulation, the interpreter), never GPU performance, and no library."""
+        n = self.size
+        if not self.on_gpu:
+            return [bench.time_gemm(impl, n, n, n, warmup=1, repeats=2) for impl in found]
+        lib = self.library(library_dtype)
+        return [t for size in sizes or (n,)
+                for t in bench.compare(found, size, size, size, library=lib, **bench_kwargs)]
+
+    def resources(self, rung, variants: tuple[dict, ...] = ({},)) -> list[dict]:
+        """The rung's C kernel built with each dict of defines in `variants`, for sm_90 and
+        gfx90a, with no GPU: registers, shared memory and spills, printed and (on a GPU run)
+        saved. A build that spills fails the lab: spilled registers live in device memory."""
+        builds = []
+        for defines in variants:
+            usage = rung.resources(**defines)
+            print(rung.kernel, rung.config(**defines),
+                  *(["(gfx90a: its wavefront's defaults)"] if rung.lockstep_defines else []))
+            print(resource_table(usage), end="\n\n")
+            build = {"defines": rung.config(**defines), "resources": usage}
+            if rung.dynamic_shared:          # the table's shared B is the static part only
+                build["dynamic_shared_bytes"] = rung.launch_shared_by_target(**defines)
+                print("dynamic shared memory a launch asks for: " + ", ".join(
+                    f"{t} {b} B" for t, b in build["dynamic_shared_bytes"].items()), end="\n\n")
+            builds.append(build)
+        spilled = [b["defines"] for b in builds for r in b["resources"] if getattr(r, "spills", False)]
+        assert not spilled, f"{rung.name} spills registers with {spilled}"
+        self.save(f"resources-{rung.name}", {"rung": rung.name, "builds": builds})
+        return builds
+
+    def save(self, name: str, payload: dict, size: int | None = None, backend=None) -> Path | None:
+        """results/<name>-<device>[-<size>].json on a GPU; nothing on the CPU, because
+        results/ holds measurements from real devices only. `backend` (for the device and
+        versions block) is the lead backend unless the measurement was another's."""
+        backend = backend or self.lead
+        if not backend.on_gpu:
+            print(f"(CPU run: {name} not saved; results/ holds GPU measurements only)")
+            return None
+        stem = f"{name}-{backend.device.slug}" + (f"-{size}" if size else "")
+        path = bench.save(RESULTS / f"{stem}.json", payload, backend)
+        print(f"saved {path.relative_to(REPO)}")
+        return path
 
 
-def options(gpu_size: int = 4096, cpu_size: int = 128, kinds: tuple[str, ...] = KINDS) -> LabOptions:
-    """This run's options. `kinds`: what the lab runs ('c', 'triton'); a BACKEND that cannot
-    run here, or runs none of them, stops the lab with one line (SystemExit)."""
+def start(gpu_size: int = 4096, cpu_size: int = 128, kinds: tuple[str, ...] = KINDS) -> LabRun:
+    """This run, from KC_BACKEND and KC_SIZE. `kinds`: what the lab runs ('c', 'triton'); a
+    BACKEND that cannot run here, or runs none of them, stops the lab with one line."""
     backend = os.environ.get("KC_BACKEND", "auto") or "auto"
-    why = refusal(backend, kinds)
-    if why:
-        raise SystemExit(f"BACKEND={backend}: {why}")
-    on_gpu = detect().is_gpu
-    size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if on_gpu else cpu_size)
-    return LabOptions(backend, size, on_gpu)
+    try:
+        device, c, triton = resolve(backend, kinds)
+    except Refused as why:
+        raise SystemExit(f"BACKEND={backend}: {why}") from None
+    size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if device.is_gpu else cpu_size)
+    return LabRun(backend, size, device, c, triton)
 
 
-def refusal(backend: str, kinds: tuple[str, ...] = KINDS) -> str | None:
-    """Why a lab that runs `kinds` cannot run with `backend` on this machine, in a phrase;
-    None when it can."""
+def resolve(backend: str, kinds: tuple[str, ...] = KINDS) -> tuple:
+    """(device, C backend or None, Triton backend or None) for a lab that runs `kinds` with
+    `backend`, each backend built once; Refused where it cannot run here. `auto` runs
+    everything the lab has: the C kernels on the GPU, or on the cpu backend with no GPU (or,
+    on a CPU the cpu backend does not support, only the Triton twins, where the lab has any)."""
     if backend != "auto" and backend not in BACKENDS:
-        return f"unknown backend: choose auto, {', '.join(BACKENDS)}"
+        raise Refused(f"unknown backend: choose auto, {', '.join(BACKENDS)}")
     if backend == "triton" and "triton" not in kinds:
-        return ("this lab's kernels are C only, with no Triton twin (lab 05 is the Triton "
-                "GEMM): BACKEND=auto, cuda, hip or cpu runs them")
+        raise Refused("this lab's kernels are C only, with no Triton twin (lab 05 is the "
+                      "Triton GEMM): BACKEND=auto, cuda, hip or cpu runs them")
     try:
-        vendor = detect().vendor
+        device = detect()
     except DeviceDetectionError as exc:
-        return f"{str(exc).splitlines()[0]} (make doctor says more)"
-    if backend in GPU_VENDOR and vendor != GPU_VENDOR[backend]:
-        return f"no {GPU_VENDOR[backend].upper()} GPU here (make doctor says what is)"
-    # the backends the run will use must start: a package missing, a CPU of another kind
-    from .backends.cpu import UnsupportedMachine
-    needed = [backend] if backend != "auto" else ["auto" if k == "c" else k for k in kinds]
-    for name in needed:
-        try:
-            get_backend(name)
-        except UnsupportedMachine as exc:
-            if name != "auto" or kinds == ("c",):
-                return str(exc)
-        except Exception as exc:
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            return f"{lines[0]} (make doctor says what is missing and how to fix it)"
-    return None
+        raise Refused(f"{str(exc).splitlines()[0]} (make doctor says more)") from None
+    if backend in GPU_VENDOR and device.vendor != GPU_VENDOR[backend]:
+        raise Refused(f"no {GPU_VENDOR[backend].upper()} GPU here (make doctor says what is)")
+    wants_c = "c" in kinds and backend != "triton"
+    # a Triton-only lab runs Triton whatever BACKEND names (once that backend is possible here)
+    wants_triton = "triton" in kinds and (backend in ("auto", "triton") or "c" not in kinds)
+    c = _start("auto" if backend == "auto" else backend, optional=kinds != ("c",)
+               and backend == "auto") if wants_c else None
+    triton = _start("triton") if wants_triton else None
+    return device, c, triton
 
 
-def c_backend(opts: LabOptions):
-    """The backend that runs .cu files here: cuda or hip, or cpu (emulation) with no GPU;
-    None where the run leaves C out, or `auto` finds no backend this machine can run."""
-    if not opts.wants("c"):
-        return None
-    if opts.backend != "auto":
-        return get_backend(opts.backend)
+def _start(name: str, optional: bool = False):
+    """The backend `name`, built; Refused (with the first line of why) where it cannot start.
+    optional: a CPU the cpu backend does not support leaves C out with a line, no refusal."""
     from .backends.cpu import UnsupportedMachine
     try:
-        return get_backend("auto")
+        return get_backend(name)
     except UnsupportedMachine as exc:
+        if not optional:
+            raise Refused(str(exc)) from None
         print(f"(C kernels not run here: {exc})")
         return None
-
-
-def triton_backend(opts: LabOptions):
-    return get_backend("triton") if opts.wants("triton") else None
+    except Exception as exc:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise Refused(f"{lines[0]} (make doctor says what is missing and how to fix it)") from None
 
 
 def resource_usage(source, kernel: str, defines: dict | None = None,

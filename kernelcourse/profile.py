@@ -229,7 +229,7 @@ def main(argv: list[str]) -> int:
         "what": f"Nsight Compute ({version}, --clock-control none) on {what} at {size}^3, "
                 f"{ladder}: one profiled call each, after warm-up",
         "size": size, "ladder": ladder, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
-        "defines": {rung.name: rung.for_lockstep(device.lockstep_width).tile_for(size, size, device.multiprocessors)
+        "defines": {rung.name: rung.build(device.lockstep_width).tile_for(size, size, device.multiprocessors).defines
                     for rung in ladder_rungs},
     }, get_backend("cuda"))
     for r in records:

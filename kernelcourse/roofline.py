@@ -8,10 +8,12 @@ library's GEMM) are what this card does today, and they are the honest ceilings.
 """
 from __future__ import annotations
 
-import statistics
+import os
 from pathlib import Path
 
 import numpy as np
+
+from .bench import time_launches
 
 # Vendor datasheet peaks, dense (no sparsity): TFLOP/s per precision, HBM TB/s.
 # fp32 is the vector (SIMT FMA) rate; fp16/bf16/tf32 are the matrix units'.
@@ -45,20 +47,13 @@ def ridge_point(peak_tflops: float, bandwidth_tbs: float) -> float:
 
 
 def measure_copy_bandwidth(backend, nbytes: int = 1 << 30, repeats: int = 20) -> float:
-    """Device-to-device copy in TB/s, counting bytes read plus bytes written."""
+    """Device-to-device copy in TB/s, counting bytes read plus bytes written: the median of
+    `repeats` copies after one warm-up, timed as the harness times a GEMM."""
     n = nbytes // 4
     src = backend.to_device(np.ones(n, np.float32))
     dst = backend.to_device(np.zeros(n, np.float32))
-    backend.copy(dst, src)
-    backend.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = backend.event(), backend.event()
-        start.record()
-        backend.copy(dst, src)
-        stop.record()
-        times.append(backend.elapsed_ms(start, stop))
-    return 2 * nbytes / statistics.median(times) / 1e9
+    run = time_launches(backend, lambda: backend.copy(dst, src), repeats, warmup=1)
+    return 2 * nbytes / run.median / 1e9
 
 
 # Where a point's label may go, in points from the point, tried in this order.
@@ -107,7 +102,10 @@ def plot(points: list[dict], ceilings: dict, path: str | Path, title: str) -> Pa
     fig, _ = draw(points, ceilings, title)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    # Drawn beside it, then renamed: a lab run at the same time never reads half a PNG.
+    drawn = path.with_name(f".{path.name}.{os.getpid()}")
+    fig.savefig(drawn, dpi=120, format=path.suffix[1:] or "png")
+    os.replace(drawn, path)
     plt.close(fig)
     return path
 

@@ -327,17 +327,18 @@ EXERCISE_02 = (
 
 
 def write(exercise: str, name: str, folder) -> None:
-    """Exercise 01's solution (or 02's shipped kernel) with the variant `name`, in `folder`."""
+    """The files of exercise 01's solution (or of 02 as shipped) in `folder`, the variant
+    `name` applied to its own."""
     from pathlib import Path
-    repo = Path(__file__).resolve().parent.parent
+
+    from kernelcourse.check import REPO, exercise_spec, find_exercise
     variant = next(v for v in (*EXERCISE_01, *DIAGNOSED_01, *EXERCISE_02) if v.name == name)
-    base = (repo / "solutions" / "01-tiled-matmul" if exercise == "01"
-            else repo / "exercises" / "02-ragged-dims")
+    shipped = find_exercise(exercise)
+    base = REPO / "solutions" / shipped.name if exercise == "01" else shipped
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for path in base.iterdir():
-        if path.suffix in (".cu", ".py") and path.name not in ("exercise.py", "checks.py"):
-            (folder / path.name).write_bytes(path.read_bytes())
+    for file in exercise_spec(shipped).FILES:
+        (folder / file).write_bytes((base / file).read_bytes())
     (folder / variant.file).write_text(variant.apply((base / variant.file).read_text()))
 
 

@@ -2,8 +2,12 @@
 import re
 from importlib import metadata
 
+import pytest
+
 from kernelcourse import cli
 from kernelcourse.device import detect
+
+pytestmark = [pytest.mark.cli]
 
 
 def test_doctor_reports_every_backend_and_compiler(capsys):

@@ -1,14 +1,17 @@
 """Compiling with no GPU: NVRTC cubins and Triton ahead of time, with resource reports as numbers."""
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from kernelcourse.backends import compile_only
 from kernelcourse.backends.compile_only import CompileError, nvrtc_compile, triton_compile
 from kernelcourse.source import KERNEL_INCLUDE_DIR
-from tests_paths import KERNELS
 
+pytestmark = [pytest.mark.compile]
+
+KERNELS = Path(__file__).resolve().parent / "kernels"     # the tests' own kernel files
 BUGS_CU = KERNELS / "tiled_bugs.cu"
 
 

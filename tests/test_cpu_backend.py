@@ -2,6 +2,7 @@
 model, and checked by the same verify() as on a GPU (what a student without a GPU gets)."""
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,12 @@ from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE
 from kernelcourse.rungs import RUNGS
 from kernelcourse.verify import verify
-from tests_paths import KERNELS
 from rung_bugs import MISALIGNED_SUITE, misaligned_regblock
 from tiled_bugs import tiled
+
+pytestmark = [pytest.mark.cpu_backend]
+
+KERNELS = Path(__file__).resolve().parent / "kernels"     # the tests' own kernel files
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import pytest
 
 from kernelcourse.backends import cuda
 
+pytestmark = [pytest.mark.cuda]
+
 MISALIGNED = "misaligned address: a vector load from an address that is not a multiple of 16"
 
 

@@ -5,6 +5,8 @@ import pytest
 from kernelcourse import device
 from kernelcourse.device import Device, DeviceDetectionError
 
+pytestmark = [pytest.mark.backends]
+
 
 @pytest.fixture
 def fresh_detect():

@@ -22,6 +22,8 @@ from kernelcourse.backends import interpreted
 from kernelcourse.diagnosis import RULES
 from kernelcourse.kernel_text import KernelText
 
+pytestmark = [pytest.mark.diagnosis, pytest.mark.ex01]
+
 REPO = Path(__file__).resolve().parent.parent
 EXERCISE_01 = REPO / "exercises" / "01-tiled-matmul"
 SPEC = check.description(EXERCISE_01)

@@ -1,4 +1,4 @@
-"""The documentation checks of doccheck.py, on the repository and on small bad documents."""
+"""The documentation checks of scripts/doccheck.py, on the repository and on small bad documents."""
 import json
 
 import pytest
@@ -6,6 +6,8 @@ import pytest
 from doccheck import (anchors, course_map_problems, glossary_problems, link_problems,
                       marker_problems, markdown_files, matches, slug, unmarked_figures)
 from kernelcourse.lab import REPO
+
+pytestmark = [pytest.mark.docs]
 
 MODULES = sorted((REPO / "modules").glob("*.md"))
 

@@ -3,8 +3,12 @@ course counts and measured."""
 import importlib.util
 import re
 
+import pytest
+
 from kernelcourse import figures
 from kernelcourse.lab import REPO
+
+pytestmark = [pytest.mark.docs]
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -16,7 +16,7 @@ from rung_bugs import MISALIGNED_SUITE, misaligned_regblock
 from tiled_bugs import BUGS_CU, TILE, tiled
 from triton_gemm_bugs import launcher
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.cuda]
 
 
 def test_correct_tiled_kernel_passes_the_gpu_suite(cuda_backend):
@@ -109,7 +109,7 @@ MISALIGNED = "misaligned address: a vector load from an address that is not a mu
 
 
 def test_a_misaligned_float4_load_is_its_verdict_and_the_process_goes_on(cuda_backend, tmp_path):
-    """Isolated (ladder.check's way), the faulting launch runs in a child process: its shape
+    """Isolated (LabRun.check's way), the faulting launch runs in a child process: its shape
     says what went wrong, the shapes after it run in a fresh child and pass, and this
     process's own context still runs a correct kernel."""
     impl = misaligned_regblock(tmp_path).c_impl(cuda_backend)
@@ -126,14 +126,13 @@ def test_a_misaligned_float4_load_is_its_verdict_and_the_process_goes_on(cuda_ba
 IN_PLACE = """
 import sys
 import numpy as np
-import dataclasses
 from pathlib import Path
 import kernelcourse
 from kernelcourse import rungs
 from kernelcourse.backends import get_backend
 from kernelcourse.gemm import Shape, Suite
 from kernelcourse.verify import verify
-rung = dataclasses.replace(rungs.RUNG["regblock"], source=Path(sys.argv[1]))
+rung = rungs.RUNG["regblock"].with_files(source=Path(sys.argv[1]))
 suite = Suite("two", 64, (Shape(128, 128, 147, "misaligned rows"), Shape(64, 64, 64, "aligned")))
 cuda, triton = get_backend("cuda"), get_backend("triton")
 report = verify(rung.c_impl(cuda), suite, repeats=1, verbose=False)

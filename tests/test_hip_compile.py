@@ -7,6 +7,7 @@ student's machine and a failure on CI (hiprtc comes with hip-python and the HIP 
 hipcc with `apt-get install hipcc`).
 """
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +18,10 @@ from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, 
                                                 parse_hipcc_remarks)
 from kernelcourse.backends.compile_only import hip as amd_compilers
 from kernelcourse.backends.hip import pack_launch_buffer
-from tests_paths import KERNELS
 
+pytestmark = [pytest.mark.hip, pytest.mark.compile]
+
+KERNELS = Path(__file__).resolve().parent / "kernels"     # the tests' own kernel files
 SCALE = KERNELS / "scale.cu"
 COMPILERS = {"hiprtc": (hiprtc_compile, hiprtc_version), "hipcc": (hipcc_compile, hipcc_version)}
 

@@ -22,6 +22,8 @@ import pytest
 
 from kernelcourse.backends.compile_only import CompilerNotFound
 
+pytestmark = [pytest.mark.hip]
+
 HERE = Path(__file__).resolve().parent / "hip_contract"
 REPO = HERE.parent.parent
 INSTALLS = REPO / "build" / "hip-python"

@@ -6,6 +6,8 @@ from kernelcourse.args import ArgumentError
 from kernelcourse.backends.base import Kernel
 from kernelcourse.source import KernelSource
 
+pytestmark = [pytest.mark.backends]
+
 SOURCE = KernelSource('''
 #include "portable.h"
 extern "C" __global__ void __launch_bounds__(256)

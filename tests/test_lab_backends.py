@@ -17,6 +17,8 @@ from kernelcourse import lab
 from kernelcourse.device import detect
 from kernelcourse.lab import REPO
 
+pytestmark = [pytest.mark.cli]
+
 LABS = sorted(p.parent.name[:2] for p in (REPO / "labs").glob("*/lab.py"))
 BACKENDS = ("auto", "cuda", "hip", "cpu", "triton")
 C_ONLY = ("06", "07")                       # no Triton twins: warp tiling, the matrix cores
@@ -75,9 +77,9 @@ def test_a_lab_runs_or_says_in_one_line_why_not(number, backend):
     ("metal", "BACKEND=metal: unknown backend: choose auto, cuda, hip, triton, cpu"),
     ("triton", "BACKEND=triton: this lab's kernels are C only, with no Triton twin"),
 ])
-def test_options_refuses_in_one_line_as_a_lab_starts(backend, says, monkeypatch):
+def test_start_refuses_in_one_line_as_a_lab_starts(backend, says, monkeypatch):
     """KC_BACKEND set by hand (python labs/NN-name/lab.py, a notebook) is checked the same way."""
     monkeypatch.setenv("KC_BACKEND", backend)
     with pytest.raises(SystemExit) as refused:
-        lab.options(kinds=("c",))
+        lab.start(kinds=("c",))
     assert str(refused.value).startswith(says) and "\n" not in str(refused.value)

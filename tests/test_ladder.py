@@ -13,8 +13,10 @@ import pytest
 from kernelcourse import gemm, lab, ladder, rungs
 from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, hip_compile,
                                                 nvrtc_compile)
-from kernelcourse.device import detect
+from kernelcourse.device import Device, detect
 from kernelcourse.verify import GemmImpl, verify
+
+pytestmark = [pytest.mark.rungs, pytest.mark.lab04]
 
 RUNG = rungs.RUNG
 
@@ -50,7 +52,7 @@ def test_analytic_intensity():
 @pytest.mark.parametrize("name", TWINNED)
 def test_twin_passes_verification(name, triton_backend):
     rung = RUNG[name]
-    report = ladder.check(rung.triton_impl(triton_backend), rung)
+    report = lab.check(rung.triton_impl(triton_backend), rung)
     assert report.passed, str(report)
 
 
@@ -156,6 +158,7 @@ def test_c_impl_compiles_once_at_creation():
 
     class Recorder:
         name = "recorder"
+        device = Device("nvidia", "a GPU", "sm_90", lockstep_width=32)
 
         def compile(self, source, kernel, defines):
             calls.append((kernel, dict(defines)))

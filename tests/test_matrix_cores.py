@@ -8,7 +8,6 @@ elements of C); a lane that skips it, or a shared row that ldmatrix could not re
 the launch with the reason. Each rung compiles for sm_90 and gfx90a (wavefront 64) with no
 spills and no stack. GPU (`-m gpu`): the GPU suite in fp16 and bf16 on the cuda backend.
 """
-import dataclasses
 
 import numpy as np
 import pytest
@@ -21,7 +20,9 @@ from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape, Suite
 from kernelcourse.verify import GemmImpl, verify
 
-MMA_TILES, MMA_PIPELINE, MMA_AHEAD = rungs.MMA_TILES, rungs.MMA_PIPELINE, rungs.MMA_AHEAD
+pytestmark = [pytest.mark.rungs, pytest.mark.lab07]
+
+MMA_TILES, MMA_PIPELINE, MMA_AHEAD = rungs.of_lab("07")
 BUILDS = [(MMA_TILES, {}), (MMA_TILES, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
           (MMA_TILES, {"BN": 64, "WN": 32, "BK": 16, "PAD": 16}),
           (MMA_PIPELINE, {}), (MMA_PIPELINE, {"WN": 64}), (MMA_PIPELINE, {"STAGES": 2}),
@@ -45,7 +46,7 @@ def variant(tmp_path, rung, old: str, new: str):
     assert text.count(old) == 1, old
     path = tmp_path / rung.source.name
     path.write_text(text.replace(old, new))
-    return dataclasses.replace(rung, source=path)
+    return rung.with_files(source=path)
 
 
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
@@ -113,23 +114,23 @@ def test_bf16_needs_gfx90a_on_amd():
     """gfx908 (MI100) has no bf16 MFMA of this shape: mma.h stops the build with the reason,
     before hiprtc's back end would abort the process."""
     with pytest.raises(CompileError, match="needs gfx90a or later"):
-        hip_compile(MMA_TILES.source, "gfx908", MMA_TILES.for_lockstep(64).config(KC_BF16=1))
+        hip_compile(MMA_TILES.source, "gfx908", MMA_TILES.build(64, KC_BF16=1).defines)
 
 
 def test_registered_with_its_precision_and_lanes():
     assert rungs.MATRIX_CORE == (MMA_TILES, MMA_PIPELINE, MMA_AHEAD) and rungs.RUNG["mma_tiles"] is MMA_TILES
     assert MMA_TILES.dtype == "fp16" and MMA_TILES not in rungs.RUNGS
-    assert MMA_TILES.for_lockstep(64).defines["WARP"] == 64          # an AMD wavefront
-    assert MMA_TILES.for_lockstep(32).defines["WARP"] == 32
-    assert MMA_TILES.for_lockstep(1).defines["WARP"] == 32           # the cpu backend: NVIDIA's
+    assert MMA_TILES.build(64).defines["WARP"] == 64                 # an AMD wavefront
+    assert MMA_TILES.build(32).defines["WARP"] == 32
+    assert MMA_TILES.build(1).defines["WARP"] == 32                  # the cpu backend: NVIDIA's
     assert MMA_TILES.launch_geometry(1000, 700) == ((6, 8), (128,))   # 4 warps of 64 x 64
     assert MMA_PIPELINE.launch_geometry(1000, 700) == ((6, 8), (256,))  # 8 warps of 64 x 32
-    assert MMA_TILES.for_lockstep(64).launch_geometry(1000, 700) == ((6, 8), (256,))
+    assert MMA_TILES.build(64).launch(1000, 700) == ((6, 8), (256,))
     assert MMA_AHEAD.launch_geometry(1000, 700) == ((3, 8), (256,))     # 8 warps of 64 x 64
-    assert MMA_AHEAD.launch_shared(MMA_AHEAD.config()) == 3 * (128 + 256) * 64 * 2   # 144 KB
+    assert MMA_AHEAD.build(32).launch_shared == 3 * (128 + 256) * 64 * 2           # 144 KB
     # AMD: four wavefronts of 64 x 64 on 128 x 128 x 32, within a workgroup's 64 KB of LDS
-    amd = MMA_AHEAD.for_lockstep(64)
-    assert amd.launch_geometry(1000, 700) == ((6, 8), (256,)) and amd.shared_bytes() == 48 * 1024
+    amd = MMA_AHEAD.build(64)
+    assert amd.launch(1000, 700) == ((6, 8), (256,)) and amd.shared_bytes == 48 * 1024
 
 
 def test_a_lane_that_skips_the_multiply_stops_the_launch_and_says_so(cpu, tmp_path):
@@ -231,7 +232,7 @@ def static_shared(rung, d: dict) -> int:
 
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_sm90_without_spills_or_stack(rung, defines):
-    d = rung.for_lockstep(32).config(**defines)
+    d = rung.build(32, **defines).defines
     usage = nvrtc_compile(rung.source, "sm_90", d).resources[rung.kernel]
     assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
     assert usage.shared_bytes == static_shared(rung, d) and usage.registers <= 255, usage
@@ -240,7 +241,7 @@ def test_compiles_for_sm90_without_spills_or_stack(rung, defines):
 
 @pytest.mark.parametrize("rung,defines", BUILDS, ids=BUILD_IDS)
 def test_compiles_for_gfx90a_wave64_without_spills(rung, defines):
-    d = rung.for_lockstep(64).config(**defines)
+    d = rung.build(64, **defines).defines
     usage = hip_compile(rung.source, "gfx90a", d).resources[rung.kernel]
     assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0), usage
     assert usage.shared_bytes == static_shared(rung, d) and rung.shared_of(d) <= 64 * 1024, usage

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.notebooks]
+
 jupytext = pytest.importorskip("jupytext", reason="jupytext is a dev dependency (make setup installs it)")
 
 LABS = sorted((Path(__file__).resolve().parent.parent / "labs").glob("*/lab.py"))

@@ -6,6 +6,8 @@ import pytest
 
 from kernelcourse import profile
 
+pytestmark = [pytest.mark.tools]
+
 HEADER = ['"ID"', '"Kernel Name"', '"gpu__time_duration.sum"', '"launch__registers_per_thread"',
           '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"',
           '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"']

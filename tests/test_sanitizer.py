@@ -2,7 +2,11 @@
 memcheck and racecheck write them. The GPU tests of test_exercises.py run the real tool."""
 from pathlib import Path
 
+import pytest
+
 from kernelcourse import sanitizer
+
+pytestmark = [pytest.mark.tools]
 
 MEMCHECK = """\
 ========= COMPUTE-SANITIZER

@@ -15,13 +15,16 @@ import numpy as np
 import pytest
 
 from kernelcourse import rungs
+from kernelcourse.rung import lockstep_width
 from kernelcourse.backends.compile_only import CompileError, hip_compile, nvrtc_compile
 from kernelcourse.backends.cpu import CpuBackend
 from kernelcourse.device import Device, detect
 from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape
 from kernelcourse.verify import GemmImpl, verify
 
-DOUBLE_BUFFER, WARP_TILING = rungs.DOUBLE_BUFFER, rungs.WARP_TILING
+pytestmark = [pytest.mark.rungs, pytest.mark.lab06]
+
+DOUBLE_BUFFER, WARP_TILING = rungs.of_lab("06")
 WAVE64 = WARP_TILING.lockstep_defines(64)          # {'WARP': 64, 'WM': 64}
 
 spec = importlib.util.spec_from_file_location("simt_top_sweep",
@@ -76,9 +79,9 @@ def misaligned(impl: GemmImpl) -> GemmImpl:
 # ----------------------------------------------------------------------------- registration
 
 def test_registered_at_the_top_of_the_ladder():
-    assert [r.name for r in rungs.SIMT_TOP] == ["double_buffer", "warp_tiling"]
-    assert rungs.RUNGS[-2:] == rungs.SIMT_TOP
-    for rung in rungs.SIMT_TOP:
+    assert [r.name for r in rungs.of_lab("06")] == ["double_buffer", "warp_tiling"]
+    assert rungs.RUNGS[-2:] == rungs.of_lab("06")
+    for rung in rungs.of_lab("06"):
         assert rungs.RUNG[rung.name] is rung
         assert rung.source.is_file() and rung.kernel in rung.source.read_text()
         assert rung.intensity() == 32.0                  # BM*BN / (2 (BM+BN)) at 128 x 128
@@ -86,20 +89,12 @@ def test_registered_at_the_top_of_the_ladder():
             rung.triton_impl(None)
 
 
-@pytest.mark.parametrize("rung", rungs.SIMT_TOP, ids=lambda r: r.name)
-def test_the_rungs_defaults_are_the_files(rung):
-    """Every define of the Rung is an #ifndef default of the file, with the same value."""
-    text = rung.source.read_text()
-    found = dict(re.findall(r"#ifndef (\w+)\n#define \1 (\d+)", text))
-    assert {k: int(v) for k, v in found.items()} == rung.defines
-
-
 def test_warp_tiling_follows_the_lockstep_width():
     for width, warp in ((32, 32), (64, 64), (1, 32)):
-        rung = WARP_TILING.for_lockstep(width)
-        assert (rung.defines["WARP"], rung.defines["WM"]) == (warp, warp)
-        assert rung.launch_geometry(1000, 700) == ((6, 8), (256,))
-    assert DOUBLE_BUFFER.for_lockstep(64) is DOUBLE_BUFFER
+        build = WARP_TILING.build(width)
+        assert (build.defines["WARP"], build.defines["WM"]) == (warp, warp)
+        assert build.launch(1000, 700) == ((6, 8), (256,))
+    assert DOUBLE_BUFFER.build(64).defines == DOUBLE_BUFFER.defines
 
 
 def test_c_impl_builds_for_the_backends_lockstep_width():
@@ -132,20 +127,21 @@ def test_a_problem_too_small_for_one_block_per_sm_gets_the_small_tile():
         def compile(self, source, kernel, defines):
             calls.append(("compile", dict(defines)))
             return lambda grid, block, args, shared_mem=0: calls.append(("launch", grid, block))
-    for rung in rungs.SIMT_TOP:
+    for rung in rungs.of_lab("06"):
         calls.clear()
         impl = rung.c_impl(H200Like())
         impl(None, None, None, 4096, 4096, 4096)
         impl(None, None, None, 1000, 1000, 1000)
         impl(None, None, None, 1000, 1000, 1000)
-        default, small = rung.for_lockstep(32).config(), rung.for_lockstep(32).config(**rung.small_tile)
+        default, small = rung.build(32).defines, rung.build(32, **rung.small_tile).defines
         assert calls == [("compile", default), ("launch", (32, 32), (256,)), ("compile", small),
                          ("launch", rung.geometry(small, 1000, 1000)[0], (256,)),
                          ("launch", rung.geometry(small, 1000, 1000)[0], (256,))], calls
-        assert rung.small_problem(1000, 1000, 132) and not rung.small_problem(4096, 4096, 132)
-        assert not rung.small_problem(1000, 1000, 132, BK=16)       # the caller's tile stays
-        assert not rung.small_problem(1000, 1000, 0)                # no multiprocessors known
-        assert "the small tile" in rung.describe(1000, 1000, 132)
+        build = rung.build(32)
+        assert build.small_problem(1000, 1000, 132) and not build.small_problem(4096, 4096, 132)
+        assert not rung.build(32, BK=16).small_problem(1000, 1000, 132)   # the caller's tile stays
+        assert not build.small_problem(1000, 1000, 0)                # no multiprocessors known
+        assert "the small tile" in build.describe(1000, 1000, 132)
         assert (rung, rung.small_tile) in BUILDS          # so the tests build and run it too
 
 
@@ -178,7 +174,7 @@ def test_agrees_bit_for_bit_with_regblock(where):
     A = backend.to_device(rng.uniform(-1, 1, (M, K)).astype(np.float32))
     B = backend.to_device(rng.uniform(-1, 1, (K, N)).astype(np.float32))
     results = []
-    for rung, defines in ((rungs.REGBLOCK, {}), (DOUBLE_BUFFER, {}), (WARP_TILING, {}),
+    for rung, defines in ((rungs.RUNG["regblock"], {}), (DOUBLE_BUFFER, {}), (WARP_TILING, {}),
                           (WARP_TILING, WAVE64)):
         C = backend.to_device(np.full((M, N), np.nan, np.float32))
         rung.c_impl(backend, **defines)(A, B, C, M, N, K)
@@ -205,7 +201,7 @@ def test_compiles_for_gfx90a_without_spills(rung, defines):
     assert usage.shared_bytes == rung.shared_bytes(**defines), usage
 
 
-@pytest.mark.parametrize("rung", rungs.SIMT_TOP, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", rungs.of_lab("06"), ids=lambda r: r.name)
 def test_defaults_leave_room_for_two_blocks_per_sm(rung):
     """128 registers or fewer: two 256-thread blocks fit in an SM's 64K registers."""
     assert rung.shared_bytes() == 2 * (8 * (128 + 4) + 8 * 128) * 4 == 16640
@@ -215,8 +211,8 @@ def test_defaults_leave_room_for_two_blocks_per_sm(rung):
 
 
 def test_resources_build_gfx9_with_wavefronts_of_64():
-    assert (rungs.lockstep_width("sm_90"), rungs.lockstep_width("gfx90a"),
-            rungs.lockstep_width("gfx1100")) == (32, 64, 32)
+    assert (lockstep_width("sm_90"), lockstep_width("gfx90a"),
+            lockstep_width("gfx1100")) == (32, 64, 32)
     sm90, gfx90a = WARP_TILING.resources(strict=True)
     wave64 = hip_compile(WARP_TILING.source, "gfx90a", WARP_TILING.config(**WAVE64))
     assert gfx90a == wave64.resources[WARP_TILING.kernel]
@@ -310,7 +306,7 @@ def test_the_sweep_runs_end_to_end_with_stand_ins(cpu, monkeypatch, tmp_path, ca
     monkeypatch.setattr(sweep, "detect", lambda: Device("nvidia", "Stand-in GPU", "sm_90", 32))
     monkeypatch.setattr(sweep, "get_backend", lambda name: cpu)
     monkeypatch.setattr(sweep.bench, "library_impl",
-                        lambda backend, dtype: rungs.REGBLOCK.c_impl(backend))
+                        lambda backend, dtype: rungs.RUNG["regblock"].c_impl(backend))
     monkeypatch.setattr(sweep, "plan", lambda warp: (kept[:2], refused))
     monkeypatch.setattr(sweep, "PROBLEMS", (((64, 48, 40), {"warmup": 1, "repeats": 2}),))
     monkeypatch.setattr(sweep, "CHECKS", (Shape(67, 45, 93), Shape(40, 36, 20)))
@@ -347,7 +343,7 @@ def test_passes_the_gpu_suite(rung, defines, cuda_backend):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rung", rungs.SIMT_TOP, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", rungs.of_lab("06"), ids=lambda r: r.name)
 def test_misaligned_pointers_on_the_gpu(rung, cuda_backend):
     report = verify(misaligned(rung.c_impl(cuda_backend)), GPU_SUITE)
     assert report.passed, str(report)
@@ -357,6 +353,7 @@ SANITIZED = """
 import cupy
 cupy.cuda.set_allocator(None)          # every array its own cudaMalloc: memcheck knows its size
 from kernelcourse import rungs
+from kernelcourse.rung import lockstep_width
 from kernelcourse.backends import get_backend
 from kernelcourse.gemm import Shape, Suite
 from kernelcourse.verify import verify
@@ -391,7 +388,7 @@ def test_compute_sanitizer_finds_nothing_in_any_rung(tool, nvidia, tmp_path):
     done = subprocess.run([*sanitizer.command(tool, log, exe), sys.executable, "-c", SANITIZED],
                           capture_output=True, text=True, timeout=900)
     said = [line for line in done.stdout.splitlines() if "verify says" in line]
-    assert len(said) == len(rungs.RUNGS) + len(rungs.SIMT_TOP), done.stdout + done.stderr
+    assert len(said) == len(rungs.RUNGS) + len(rungs.of_lab("06")), done.stdout + done.stderr
     assert all(line.endswith("verify says ok") for line in said), done.stdout
     report = sanitizer.read(tool, log.read_text())
     assert report.clean, [f.line() for f in report.findings] or log.read_text()[-2000:]

@@ -28,6 +28,8 @@ from kernelcourse.backends.triton import OutOfBounds
 from kernelcourse.lab import REPO
 from kernelcourse.verify import verify
 
+pytestmark = [pytest.mark.triton]
+
 SOLUTION = REPO / "solutions" / "01-tiled-matmul"
 A_MASK = "mask=(rows[:, None] < M) & (k[None, :] < K)"
 B_MASK = "mask=(k[:, None] < K) & (cols[None, :] < N)"
@@ -173,9 +175,10 @@ def test_lab_05_kernels_at_their_cpu_config_cross_no_bound(dtype, path, triton_b
     ragged shapes; tests/test_triton_gemm.py runs them on the whole CPU suite, checked too."""
     sys.path.insert(0, str(REPO / "labs" / "05-triton-gemm"))
     import triton_gemm
+    from configs import CPU_CONFIG
     checked = counting_checks(monkeypatch)
     impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, path, splits=3 if path == "split_k" else None,
-                                        **triton_gemm.CPU_CONFIG)
+                                        **CPU_CONFIG)
     ragged = gemm.Suite("ragged", 64, tuple(s for s in gemm.CPU_SUITE.shapes if s.M * s.N * s.K < 4e6
                                             and any(d % 64 for d in (s.M, s.N, s.K)))[:4])
     report = verify(impl, ragged, verbose=False, seed=4, repeats=1)

@@ -12,17 +12,24 @@ import numpy as np
 import pytest
 import torch
 
+from kernelcourse import plots
 from kernelcourse.gemm import CPU_SUITE, GPU_SUITE, Shape, Suite
 from kernelcourse.lab import REPO
 from kernelcourse.verify import TOLERANCE, verify
 
+pytestmark = [pytest.mark.triton, pytest.mark.lab05]
+
 sys.path.insert(0, str(REPO / "labs" / "05-triton-gemm"))
+import aot_report  # noqa: E402
+import configs  # noqa: E402
+import dispatch  # noqa: E402
+import l2_grouping  # noqa: E402
 import triton_gemm  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32", "tf32"])
 def test_fixed_config_passes_the_cpu_suite(triton_backend, dtype):
-    impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, **triton_gemm.CPU_CONFIG)
+    impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, **configs.CPU_CONFIG)
     report = verify(impl, suite=CPU_SUITE, verbose=False, seed=5)
     assert report.passed, str(report)
 
@@ -32,7 +39,7 @@ def test_split_k_passes_the_cpu_suite(triton_backend, dtype):
     """Split-K in 3 slices (ragged ones wherever K is not a multiple of 3 x BLOCK_K; a
     single slice where K is under one BLOCK_K): the same suite as the whole-K kernel."""
     impl = triton_gemm.triton_gemm_impl(triton_backend, dtype, "split_k", splits=3,
-                                        **triton_gemm.CPU_CONFIG)
+                                        **configs.CPU_CONFIG)
     report = verify(impl, suite=CPU_SUITE, verbose=False, seed=6)
     assert report.passed, str(report)
     assert {ran["path"] for ran in impl.runs.values()} == {"split_k"}
@@ -62,7 +69,7 @@ def test_split_k_adds_its_slices_in_a_fixed_order(triton_backend):
 def test_split_k_plan():
     """Split only a C with fewer 128 x 128 tiles than the GPU has SMs: at most one program
     per SM, and no more slices than K // SPLIT_K_MIN."""
-    plan = triton_gemm.split_k_plan
+    plan = dispatch.split_k_plan
     assert plan(256, 256, 16384, 132) == 16        # 4 tiles; 33 slices would be 496 deep
     assert plan(512, 512, 32768, 132) == 8         # 16 tiles
     assert plan(4096, 4096, 4096, 132) == 1        # 1024 tiles fill the GPU
@@ -78,7 +85,7 @@ def test_allclose_with_torch_fp16(triton_backend):
     dev = triton_backend.torch_device
     a = torch.randn(96, 113, device=dev, dtype=torch.float16)
     b = torch.randn(113, 91, device=dev, dtype=torch.float16)
-    out = triton_gemm.matmul(a, b, config=triton_gemm.CPU_CONFIG)
+    out = triton_gemm.matmul(a, b, config=configs.CPU_CONFIG)
     assert out.dtype == torch.float16
     assert torch.allclose(out, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
 
@@ -91,7 +98,7 @@ def test_any_strides(triton_backend):
     b = torch.rand(50, 70, device=dev).t()                 # 70 x 50, strides (1, 70)
     wide = torch.full((90, 80), -1.0, device=dev)
     c = wide[:, 10:60]                                      # 90 x 50, row stride 80
-    triton_gemm.matmul(a, b, c, config=triton_gemm.CPU_CONFIG)
+    triton_gemm.matmul(a, b, c, config=configs.CPU_CONFIG)
     ref = a.double() @ b.double()
     assert float((c.double() - ref).abs().max() / ref.abs().max()) < 1e-5
     assert torch.all(wide[:, :10] == -1) and torch.all(wide[:, 60:] == -1)
@@ -120,53 +127,63 @@ def test_library_sets_torchs_fp32_mode_when_it_runs(triton_backend, torch_fp32_m
 
 
 def test_launch_order_is_a_permutation_and_groups_columns_first():
-    order = triton_gemm.launch_order(7, 5, 3)              # a short last group (7 = 3 + 3 + 1)
+    order = l2_grouping.launch_order(7, 5, 3)              # a short last group (7 = 3 + 3 + 1)
     pids = sorted(p for row in order for p in row)
     assert pids == list(range(35))
     assert [order[m][0] for m in range(3)] == [0, 1, 2]    # down the group first
     assert order[0][1] == 3                                # then one column right
     assert order[6] == [30, 31, 32, 33, 34]                # the last group is one row high
-    row_major = triton_gemm.launch_order(7, 5, 1)
+    row_major = l2_grouping.launch_order(7, 5, 1)
     assert row_major[1] == [5, 6, 7, 8, 9]
 
 
 def test_grouping_shrinks_a_waves_footprint():
-    flat = triton_gemm.wave_footprint(8192, 8192, 8192, 128, 256, 1, programs=132)
-    grouped = triton_gemm.wave_footprint(8192, 8192, 8192, 128, 256, 8, programs=132)
+    flat = l2_grouping.wave_footprint(8192, 8192, 8192, 128, 256, 1, programs=132)
+    grouped = l2_grouping.wave_footprint(8192, 8192, 8192, 128, 256, 8, programs=132)
     assert grouped["mbytes"] < 0.7 * flat["mbytes"]
+
+
+def test_the_size_plot_draws_without_a_gpu(tmp_path):
+    """The lab draws TFLOP/s against size on a GPU only; drawing it here keeps a slip in the
+    plot from surfacing first at the end of a GPU run."""
+    lines = [{"label": "Triton tma fp16", "sizes": [512, 1024], "tflops": [90.0, 300.0]},
+             {"label": "torch.matmul fp16", "sizes": [512, 1024], "tflops": [100.0, 320.0],
+              "style": "s--", "colour": "tab:blue"}]
+    path = plots.tflops_by_size(lines, tmp_path / "sizes.png", "Triton GEMM vs vendor library")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_pruning_for_operand_width_and_mode():
     """On an H200 (227 KB of shared memory per block) every 16-bit candidate fits; fp32
     operands lose the tiles whose pipeline is too big, and in ieee mode (FMA units) also
     those with more than 64 accumulators per thread."""
-    names = lambda cs: {triton_gemm.config_name(c) for c in cs}  # noqa: E731
-    nvidia, limit = triton_gemm.NVIDIA_CONFIGS, 232448
-    everything, extra = triton_gemm.configs_for("nvidia"), names(triton_gemm.NVIDIA_TF32_CONFIGS)
+    names = lambda cs: {configs.config_name(c) for c in cs}  # noqa: E731
+    nvidia, limit = configs.NVIDIA_CONFIGS, 232448
+    everything, extra = configs.configs_for("nvidia"), names(configs.NVIDIA_TF32_CONFIGS)
     assert not extra & names(nvidia)                              # no candidate tuned twice
-    assert extra <= names(triton_gemm.usable(everything, 4, "tf32", "nvidia", limit))
+    assert extra <= names(configs.usable(everything, 4, "tf32", "nvidia", limit))
     for width, mode in ((2, "ieee"), (4, "ieee")):               # the 2-warp tf32 ones only for tf32
-        assert not extra & names(triton_gemm.usable(everything, width, mode, "nvidia", limit))
-    assert names(triton_gemm.usable(nvidia, 2, "ieee", "nvidia", limit)) == names(nvidia)
-    tf32 = triton_gemm.usable(nvidia, 4, "tf32", "nvidia", limit)
+        assert not extra & names(configs.usable(everything, width, mode, "nvidia", limit))
+    assert names(configs.usable(nvidia, 2, "ieee", "nvidia", limit)) == names(nvidia)
+    tf32 = configs.usable(nvidia, 4, "tf32", "nvidia", limit)
     assert "128x256x64 s3 w8 g8" not in names(tf32) and "128x256x32 s3 w8 g8" in names(tf32)
-    ieee = triton_gemm.usable(nvidia, 4, "ieee", "nvidia", limit)
+    ieee = configs.usable(nvidia, 4, "ieee", "nvidia", limit)
     assert ieee and all(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 32 * c.num_warps
                         for c in ieee)
-    assert names(triton_gemm.usable(triton_gemm.AMD_CONFIGS, 4, "ieee", "amd", 65536)) == \
-        names(triton_gemm.AMD_CONFIGS)
+    assert names(configs.usable(configs.AMD_CONFIGS, 4, "ieee", "amd", 65536)) == \
+        names(configs.AMD_CONFIGS)
 
 
 def test_path_rule_device_and_dtype():
     """TMA: NVIDIA Hopper or datacenter Blackwell, 16-bit operands. Everything else,
     the interpreter included, keeps the masked kernel."""
     fp16, bf16, fp32 = torch.float16, torch.bfloat16, torch.float32
-    assert triton_gemm.tma_unavailable("sm_90", fp16) is None
-    assert triton_gemm.tma_unavailable("sm_90", bf16) is None
-    assert triton_gemm.tma_unavailable("sm_100", bf16) is None
+    assert dispatch.tma_unavailable("sm_90", fp16) is None
+    assert dispatch.tma_unavailable("sm_90", bf16) is None
+    assert dispatch.tma_unavailable("sm_100", bf16) is None
     for arch, dtype in (("sm_90", fp32), ("sm_80", fp16), ("sm_89", fp16), ("sm_120", fp16),
                         ("gfx942", fp16), ("gfx90a", bf16), (None, fp16)):
-        assert triton_gemm.tma_unavailable(arch, dtype), (arch, dtype)
+        assert dispatch.tma_unavailable(arch, dtype), (arch, dtype)
 
 
 def test_path_rule_alignment():
@@ -174,17 +191,17 @@ def test_path_rule_alignment():
     def fp16(rows, cols):
         return torch.zeros(rows, cols, dtype=torch.float16)
     a, b, c = fp16(1000, 4000), fp16(4000, 1000), fp16(1000, 1000)    # 8000- and 2000-byte rows
-    assert triton_gemm.tma_refusal("sm_90", a, b, c) is None
-    assert triton_gemm.tma_refusal("gfx942", a, b, c)                  # the device rules first
-    assert "B's rows" in triton_gemm.tma_refusal("sm_90", a, fp16(4000, 1001), fp16(1000, 1001))
-    assert "A's rows" in triton_gemm.tma_refusal("sm_90", fp16(1000, 4001), fp16(4001, 1000), c)
+    assert dispatch.tma_refusal("sm_90", a, b, c) is None
+    assert dispatch.tma_refusal("gfx942", a, b, c)                  # the device rules first
+    assert "B's rows" in dispatch.tma_refusal("sm_90", a, fp16(4000, 1001), fp16(1000, 1001))
+    assert "A's rows" in dispatch.tma_refusal("sm_90", fp16(1000, 4001), fp16(4001, 1000), c)
     shifted = torch.zeros(1000 * 1000 + 1, dtype=torch.float16)[1:].view(1000, 1000)
     assert shifted.data_ptr() % 16 == 2
-    assert "C starts" in triton_gemm.tma_refusal("sm_90", a, b, shifted)
-    assert "not contiguous" in triton_gemm.tma_refusal("sm_90", a, fp16(1000, 4000).t(), c)
+    assert "C starts" in dispatch.tma_refusal("sm_90", a, b, shifted)
+    assert "not contiguous" in dispatch.tma_refusal("sm_90", a, fp16(1000, 4000).t(), c)
     window = fp16(1000, 1064)[:, 8:1008]              # a column window: stride 1064, base + 16 B
-    assert triton_gemm.tma_refusal("sm_90", a, b, window) is None
-    assert "C is torch.float32" in triton_gemm.tma_refusal("sm_90", a, b, c.float())
+    assert dispatch.tma_refusal("sm_90", a, b, window) is None
+    assert "C is torch.float32" in dispatch.tma_refusal("sm_90", a, b, c.float())
 
 
 def test_matmul_takes_the_kernel_the_rule_allows(triton_backend):
@@ -194,16 +211,16 @@ def test_matmul_takes_the_kernel_the_rule_allows(triton_backend):
     a = torch.rand(64, 64, device=triton_backend.torch_device, dtype=torch.float16)
     c = triton_gemm.matmul(a, a)
     ran = triton_gemm.last_run()
-    refusal = triton_gemm.tma_refusal(triton_backend.device.arch if triton_backend.on_gpu else None,
+    refusal = dispatch.tma_refusal(triton_backend.device.arch if triton_backend.on_gpu else None,
                                       a, a, c)
     assert triton_backend.on_gpu or "interpreter" in refusal, refusal
     assert ran["path"] == ("masked" if refusal else "tma") and ran["why_not_tma"] == refusal, ran
     if not triton_backend.on_gpu:
-        candidates = [triton_gemm.CPU_CONFIG]
+        candidates = [configs.CPU_CONFIG]
     elif ran["path"] == "tma":
-        candidates = [triton_gemm.config_dict(cfg) for cfg in triton_gemm.TMA_CONFIGS]
+        candidates = [configs.config_dict(cfg) for cfg in configs.TMA_CONFIGS]
     else:
-        candidates = [triton_gemm.config_dict(cfg) for cfg in triton_gemm.candidates("fp16")]
+        candidates = [configs.config_dict(cfg) for cfg in triton_gemm.candidates("fp16")]
     assert ran["config"] in candidates, ran
     ref = a.double() @ a.double()
     assert float((c.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE["fp16"]
@@ -220,11 +237,11 @@ def test_tma_kernel_on_a_pretend_3_sm_gpu(triton_backend, monkeypatch):
     emulates descriptors (reads past an edge give zeros, writes past it are dropped)
     standing in for an sm_90 (matmul() itself never takes this kernel there)."""
     arch = triton_backend.device.arch if triton_backend.on_gpu else "sm_90"
-    if why := triton_gemm.tma_unavailable(arch, torch.float16):
+    if why := dispatch.tma_unavailable(arch, torch.float16):
         pytest.skip(f"no TMA kernel on this GPU: {why}")
     monkeypatch.setattr(triton_gemm, "_device_properties",
                         lambda index: {"multiprocessor_count": 3})
-    cfg = {**triton_gemm.CPU_CONFIG, "GROUP_SIZE_M": 2}
+    cfg = {**configs.CPU_CONFIG, "GROUP_SIZE_M": 2}
     dev = triton_backend.torch_device
     torch.manual_seed(2)
     for M, N, K in ((200, 136, 72), (8, 8, 8)):          # ragged M, N and K; all under a tile
@@ -232,7 +249,7 @@ def test_tma_kernel_on_a_pretend_3_sm_gpu(triton_backend, monkeypatch):
             a, b = torch.rand(M, K, device=dev, dtype=dtype), torch.rand(K, N, device=dev, dtype=dtype)
             wide = torch.full((M, N + 16), -1.0, device=dev, dtype=dtype)
             c = wide[:, 8:8 + N]                          # a window, 16 bytes into each row
-            assert triton_gemm.tma_refusal(arch, a, b, c) is None
+            assert dispatch.tma_refusal(arch, a, b, c) is None
             triton_gemm.matmul_tma_persistent(a, b, c, cfg)
             ref = a.double() @ b.double()
             assert float((c.double() - ref).abs().max() / ref.abs().max()) < TOLERANCE[name]
@@ -245,13 +262,13 @@ def test_tma_kernel_on_a_pretend_3_sm_gpu(triton_backend, monkeypatch):
 def aot(request):
     """Every candidate of both kernels compiled for its target (sm_90 / gfx942), once per
     dtype (~30 s cold)."""
-    return request.param, triton_gemm.compile_report(request.param)
+    return request.param, aot_report.compile_report(request.param)
 
 
 def test_every_candidate_compiles_without_spills(aot):
     dtype, rows = aot
-    assert len(rows) == (len(triton_gemm.NVIDIA_CONFIGS) + len(triton_gemm.TMA_CONFIGS)
-                         + len(triton_gemm.AMD_CONFIGS))
+    assert len(rows) == (len(configs.NVIDIA_CONFIGS) + len(configs.TMA_CONFIGS)
+                         + len(configs.AMD_CONFIGS))
     assert {(r["kernel"], r["target"]) for r in rows} == {
         ("masked", "sm_90"), ("tma", "sm_90"), ("masked", "gfx942")}
     for r in rows:
@@ -265,7 +282,7 @@ def test_every_candidate_compiles_without_spills(aot):
 def test_register_budgets(aot):
     """sm_90: at most 255 per thread. gfx942: waves_per_eu=w leaves 512/w VGPRs per lane."""
     dtype, rows = aot
-    amd = {triton_gemm.config_name(c): c for c in triton_gemm.AMD_CONFIGS}
+    amd = {configs.config_name(c): c for c in configs.AMD_CONFIGS}
     for r in rows:
         if r["target"] == "sm_90":
             assert r["registers"] <= 255
@@ -279,18 +296,18 @@ def test_shared_memory_model_matches_the_compiler(aot):
     num_stages - 1 (AMD): exact there; an upper bound for the mma.sync pipeline of a
     2-warp program. The TMA kernel adds its C tile and one barrier per stage: exact."""
     dtype, rows = aot
-    configs = {(kernel, target, triton_gemm.config_name(c)): c
-               for kernel, target, candidates in (("masked", "sm_90", triton_gemm.NVIDIA_CONFIGS),
-                                                  ("tma", "sm_90", triton_gemm.TMA_CONFIGS),
-                                                  ("masked", "gfx942", triton_gemm.AMD_CONFIGS))
+    by_name = {(kernel, target, configs.config_name(c)): c
+               for kernel, target, candidates in (("masked", "sm_90", configs.NVIDIA_CONFIGS),
+                                                  ("tma", "sm_90", configs.TMA_CONFIGS),
+                                                  ("masked", "gfx942", configs.AMD_CONFIGS))
                for c in candidates}
     for r in rows:
-        cfg = configs[(r["kernel"], r["target"], r["config"])]
+        cfg = by_name[(r["kernel"], r["target"], r["config"])]
         vendor = "nvidia" if r["target"] == "sm_90" else "amd"
         if r["kernel"] == "tma":
-            assert triton_gemm.tma_shared_bytes(cfg, 2) == r["shared_bytes"], r["config"]
+            assert configs.tma_shared_bytes(cfg, 2) == r["shared_bytes"], r["config"]
             continue
-        estimate = triton_gemm.shared_bytes_estimate(cfg, 2, vendor)
+        estimate = configs.shared_bytes_estimate(cfg, 2, vendor)
         if vendor == "nvidia" and cfg.num_warps < 4:           # no warpgroup: mma.sync
             assert estimate >= r["shared_bytes"], r["config"]
         else:
@@ -318,10 +335,10 @@ def test_autotuned_kernels_pass_the_gpu_suite(dtype, gpu_backend):
     assert report.passed, str(report)
     by_path = impl.shapes_by_path()
     sms = backend.device.multiprocessors
-    no_tma = triton_gemm.tma_unavailable(backend.device.arch, triton_gemm.MODES[dtype][0])
+    no_tma = dispatch.tma_unavailable(backend.device.arch, triton_gemm.MODES[dtype][0])
     assert set(by_path) == ({"masked", "split_k"} if no_tma else {"tma", "masked", "split_k"}), by_path
     for (M, N, K), ran in impl.runs.items():
-        if triton_gemm.split_k_plan(M, N, K, sms) > 1:     # the deep-K shape on a small C
+        if dispatch.split_k_plan(M, N, K, sms) > 1:     # the deep-K shape on a small C
             assert ran["path"] == "split_k", (M, N, K, ran)
         elif not no_tma:                                    # contiguous rows: N and K decide
             assert (ran["path"] == "tma") == (N % 8 == 0 and K % 8 == 0), (M, N, K, ran)
@@ -347,12 +364,12 @@ TMA_SUITE = Suite("gpu-tma", GPU_SUITE.align, tuple(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cfg", triton_gemm.TMA_CONFIGS, ids=triton_gemm.config_name)
+@pytest.mark.parametrize("cfg", configs.TMA_CONFIGS, ids=configs.config_name)
 def test_every_tma_candidate_passes(cfg, gpu_backend):
     """Each TMA candidate pinned, not only the autotuner's winners; in fp16 (for bf16 only
     the descriptors' element type changes, and the test above runs it autotuned)."""
-    if why := triton_gemm.tma_unavailable(gpu_backend.device.arch, torch.float16):
+    if why := dispatch.tma_unavailable(gpu_backend.device.arch, torch.float16):
         pytest.skip(why)
-    impl = triton_gemm.triton_gemm_impl(gpu_backend, "fp16", "tma", **triton_gemm.config_dict(cfg))
+    impl = triton_gemm.triton_gemm_impl(gpu_backend, "fp16", "tma", **configs.config_dict(cfg))
     report = verify(impl, suite=TMA_SUITE, verbose=False)
     assert report.passed, str(report)

@@ -1,23 +1,33 @@
 """The verification harness on the CPU: a correct Triton GEMM passes the whole suite in the
 interpreter, and each classic bug is caught and given the right diagnosis."""
+import functools
+
 import pytest
 
-from kernelcourse.gemm import CPU_SUITE, Shape
+from kernelcourse.backends import get_backend
+from kernelcourse.gemm import CPU_SUITE, Shape, Suite
 from kernelcourse.diagnosis import diagnose
 from kernelcourse.verify import GemmImpl, ShapeResult, verify
 from triton_gemm_bugs import launcher
 
+pytestmark = [pytest.mark.diagnosis, pytest.mark.triton]
+
 
 def check(backend, dtype="fp32", **bugs):
-    impl = GemmImpl(f"gemm_with_bugs{bugs}", backend, launcher(**bugs), dtype)
-    # The interpreter runs one program at a time: no races to catch, so one run per shape.
-    return verify(impl, CPU_SUITE, repeats=1, verbose=False)
+    """The report of the Triton GEMM with `bugs` on the CPU suite. Several tests read the
+    same kernel's report, so each kernel is verified once."""
+    return _verified(backend, dtype, tuple(sorted(bugs.items())))
 
 
-# bf16 is checked on the GPU only here: Triton's interpreter mishandles bf16 dots (lab 05
-# mends that for its own kernel: _interpreter_bf16_fixes). The C kernels' bf16 runs on the
-# cpu backend too (tests/test_matrix_cores.py).
-@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@functools.cache
+def _verified(backend, dtype, bugs):
+    impl = GemmImpl(f"gemm_with_bugs{dict(bugs)}", backend, launcher(**dict(bugs)), dtype)
+    return verify(impl, CPU_SUITE, verbose=False)
+
+
+# bf16 too: the triton backend mends the interpreter's bf16 dots for every kernel
+# (mend_interpreter_bf16). The C kernels' bf16 runs on the cpu backend (test_matrix_cores.py).
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 def test_correct_triton_gemm_passes_the_whole_suite(triton_backend, dtype):
     report = check(triton_backend, dtype)
     assert report.passed, str(report)
@@ -150,3 +160,13 @@ def test_precision_only_where_a_named_rounding_explains_every_error(dtype, error
     found_cause, message = diagnose(found, dtype=dtype)
     assert found_cause == cause, message
     assert words in message, message
+
+
+@pytest.mark.parametrize("backend, runs", [("triton", 1), ("cpu", 3)])
+def test_each_shape_runs_three_times_where_a_race_can_show_once_in_the_interpreter(backend, runs):
+    """The interpreter runs a launch's programs one at a time, always in one order: a second
+    identical run could only repeat the first. On the cpu backend the order changes."""
+    calls = []
+    impl = GemmImpl("counts its runs", get_backend(backend), lambda *args: calls.append(args), "fp32")
+    verify(impl, Suite("two", 64, CPU_SUITE.shapes[:2]), verbose=False)
+    assert len(calls) == 2 * runs

@@ -23,18 +23,20 @@
 # Edit the files in an editor, save, and run the cells again: each cell rebuilds them.
 
 # %%
-import dataclasses
 import sys
 from pathlib import Path
 
 from kernelcourse import gemm, rungs
 from kernelcourse.backends import get_backend
+from kernelcourse.check import files_folder
 from kernelcourse.verify import verify
 
 sys.dont_write_bytecode = True                 # leave no __pycache__ beside the files
-HERE = Path(globals().get("__file__", "exercise.py")).resolve().parent   # this folder
+# your files: this folder's (the course's tests point it at the solution's)
+FOLDER = files_folder(Path(globals().get("__file__", "exercise.py")).resolve().parent)
 TILED = rungs.RUNG["tiled"]
-print(TILED.describe(1000, 700))
+backend = get_backend("auto")
+print(TILED.build(backend.device.lockstep_width).describe(1000, 700))
 
 # %% [markdown]
 # ## Your C kernel on two shapes
@@ -46,8 +48,7 @@ print(TILED.describe(1000, 700))
 # %%
 TWO = gemm.Suite("two shapes", 64, (gemm.Shape(64, 64, 64, "aligned"),
                                     gemm.Shape(67, 45, 93, "all three ragged")))
-backend = get_backend("auto")
-mine = dataclasses.replace(TILED, source=HERE / "tiled.cu")
+mine = TILED.with_files(source=FOLDER / "tiled.cu")
 report = verify(mine.c_impl(backend), TWO, verbose=False)
 print(report.table())
 print(f"{report.cause}: {report.diagnosis}")
@@ -58,7 +59,7 @@ print(f"{report.cause}: {report.diagnosis}")
 # Without a GPU, in Triton's interpreter.
 
 # %%
-twin = dataclasses.replace(TILED, twin=HERE / "tiled_triton.py")
+twin = TILED.with_files(twin=FOLDER / "tiled_triton.py")
 report = verify(twin.triton_impl(get_backend("triton")), TWO, verbose=False)
 print(report.table())
 print(f"{report.cause}: {report.diagnosis}")
@@ -72,7 +73,7 @@ print(f"{report.cause}: {report.diagnosis}")
 # %%
 from kernelcourse.check import main  # noqa: E402
 
-main(["01"])
+main(["01", "--folder", str(FOLDER)])
 
 # %% [markdown]
 # ## Questions

@@ -1,4 +1,4 @@
-"""What `make check EX=02` needs to know about this exercise. Read by kernelcourse/check.py.
+"""What `make check EX=02` needs to know about this exercise. Read by kernelcourse/check/.
 
 Not a file to edit. One case: tiled_faulty.cu, compiled with the backend
 `get_backend('auto')` gives (the cpu backend, CPU emulation, on a machine without a GPU;
@@ -7,22 +7,15 @@ shapes, chosen so that each boundary fault shows on exactly one of them. As ship
 kernel passes two of the three. SANITIZE=1 runs it again under compute-sanitizer on an
 NVIDIA GPU (on the same three shapes).
 
-Exercise 01's checks.py does the judging and the report (its verified, judge and lines); it
-is loaded here by path, so the two exercises print the same way.
+It is built as lab 02's tiled rung and judged by kernelcourse/check/kernels.py, as exercise
+01's files are, so the two exercises print the same way; this report adds the three shapes.
 """
-import dataclasses
 from pathlib import Path
 
-from kernelcourse.check import Case, c_backend, description
+from kernelcourse.check import Case, kernels
 from kernelcourse.gemm import Shape, Suite
 
-
-_01 = description(Path(__file__).resolve().parent.parent / "01-tiled-matmul")   # reused
-
-FILES = ("tiled_faulty.cu",)
-TIME_LIMIT_S = 120         # a hung launch on the cpu backend is stopped after 30 s (a quarter)
 NOUN = "file"
-
 CASES = [Case("tiled_faulty.cu", label="the C kernel, sgemm_tiled")]
 SANITIZE = ("tiled_faulty.cu",)
 
@@ -42,26 +35,17 @@ def load(folder: Path):
 
 def run(folder: Path, case: Case):
     from kernelcourse import rungs
-    from kernelcourse.backends.compile_only import CompileError
-
-    backend, ran = c_backend()
-    rung = dataclasses.replace(rungs.RUNG["tiled"], source=folder / case.name)
-    try:
-        impl = rung.c_impl(backend)
-    except CompileError as exc:
-        return {"ran": ran, "compile_error": str(exc)}
-    impl.name = f"your {case.name}"
-    return _01.verified(impl, SUITE, ran, folder / case.name, rung.config())
+    return kernels.run_c(rungs.RUNG["tiled"], folder / case.name, SUITE)
 
 
 # --------------------------------------------------------------------------- the parent ---
 
-judge = _01.judge
+judge = kernels.judge
 
 
 def lines(case: Case, value, folder: Path) -> list[str]:
-    """Exercise 01's report, then one line per shape: which passed and which did not."""
-    out = _01.lines(case, value, folder)
+    """The shared report, then one line per shape: which passed and which did not."""
+    out = kernels.lines(case, value, folder)
     if "shapes" in value and not value["passed"]:
         out.append("the three shapes:")
         out.extend(f"  {'ok  ' if s['passed'] else 'FAIL'}  {s['shape']:>9}  {s['why']}"

@@ -1,4 +1,4 @@
-"""What `make check EX=03` needs to know about this exercise. Read by kernelcourse/check.py.
+"""What `make check EX=03` needs to know about this exercise. Read by kernelcourse/check/.
 
 Not a file to edit, and reading it gives the answers away: do the exercise first.
 
@@ -15,12 +15,12 @@ list matters where two formulas meet: with 2-byte operands, "ignored element_byt
 import itertools
 import math
 import traceback
+from pathlib import Path
 
 from kernelcourse import gemm, roofline
-from kernelcourse.check import Case, load_python
+from kernelcourse.check import Case, exercise_spec, load_python
 
-FILES = ("intensity.py",)
-TIME_LIMIT_S = 10
+FILE = exercise_spec(Path(__file__).resolve().parent).FILES[0]      # the one file: spec.py names it
 
 FP32, BF16 = gemm.ELEMENT_BYTES["fp32"], gemm.ELEMENT_BYTES["bf16"]
 SHEET = roofline.DATASHEET
@@ -241,16 +241,16 @@ CASES = [
 ]
 
 
-# ------------------------------------------------------------------ child side (check.py) --
+# --------------------------------------------------------- child side (kernelcourse/check) --
 
 def load(folder):
-    return load_python(folder / FILES[0])
+    return load_python(folder / FILE)
 
 
 def run(module, case: Case):
     function = getattr(module, case.name, None)
     if not callable(function):
-        raise LookupError(f"{FILES[0]} has no function {case.name}(): keep the names the stub gives")
+        raise LookupError(f"{FILE} has no function {case.name}(): keep the names the stub gives")
     try:
         return function(**case.args)
     except NotImplementedError as exc:        # which function raised it: this one, or one it calls?
@@ -262,7 +262,7 @@ def run(module, case: Case):
         raise NotImplementedError(f"not written yet: {first_line[0]}") from None
 
 
-# ----------------------------------------------------------------- parent side (check.py) --
+# -------------------------------------------------------- parent side (kernelcourse/check) --
 
 def judge(case: Case, got) -> str | None:
     """None when `got` is right; otherwise the message that says what went wrong."""

@@ -31,10 +31,12 @@ import importlib
 import sys
 from pathlib import Path
 
+from kernelcourse.check import files_folder
 from kernelcourse.roofline import DATASHEET
 
-HERE = Path(globals().get("__file__", "exercise.py")).resolve().parent   # this folder
-sys.path.insert(0, str(HERE))
+# your file: this folder's (the course's tests point it at the solution's)
+FOLDER = files_folder(Path(globals().get("__file__", "exercise.py")).resolve().parent)
+sys.path.insert(0, str(FOLDER))
 sys.dont_write_bytecode = True                 # leave no __pycache__ beside your file
 import intensity  # noqa: E402  your file
 
@@ -110,7 +112,7 @@ for rung, value in rungs.items():
 # %%
 from kernelcourse.check import main  # noqa: E402
 
-main(["03"])
+main(["03", "--folder", str(FOLDER)])
 
 # %% [markdown]
 # ## Questions

@@ -8,6 +8,7 @@ backends (cuda, hip) also compile a .cu file into a launchable Kernel.
 from __future__ import annotations
 
 import dataclasses
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -70,6 +71,10 @@ class Backend(ABC):
     @abstractmethod
     def elapsed_ms(self, start, stop) -> float: ...
 
+    # Clock ticks a hold spins per ms (kernels/hold.cu's, torch.cuda._sleep's): about 2 GHz;
+    # a hold need not be exact, only long enough.
+    CLOCKS_PER_MS = 2_000_000
+
     def hold(self, ms: float) -> None:
         """Keep the device busy for about `ms` before whatever is queued next. The host can
         queue a timed launch and its events meanwhile, so that the events time the kernel,
@@ -82,6 +87,19 @@ class Backend(ABC):
     def library_gemm(self, dtype: str):
         """The vendor library's GEMM in the same precision: f(A, B, C) writes C = A @ B."""
         raise NotImplementedError(f"{self.name} has no vendor-library GEMM")
+
+
+class WallClockEvent:
+    """The event of a backend whose kernels run on the CPU: the host clock, read when recorded.
+    A launch there returns only when the kernel is done, so the wall clock times it."""
+    t = 0.0
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    @staticmethod
+    def elapsed_ms(start: "WallClockEvent", stop: "WallClockEvent") -> float:
+        return (stop.t - start.t) * 1e3
 
 
 SHARED_MEM_MAX = 227 * 1024      # bytes of dynamic shared memory an sm_90 block may have
@@ -143,8 +161,6 @@ class CBackend(Backend):
         module, resources = self._build(src, defines, tuple(options))
         return Kernel(kernel_name, params, resources.get(kernel_name),
                       self._launcher(module, kernel_name), self)
-
-    CLOCKS_PER_MS = 2_000_000          # about 2 GHz; a hold need not be exact, only long enough
 
     def hold(self, ms: float) -> None:
         if not self.on_gpu:

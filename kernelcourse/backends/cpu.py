@@ -8,7 +8,7 @@ object of its own; the launch code (kernels/cpu_launch.h) another, and the gener
 launchers (one per entry point) a third, so that no macro of the kernel's reaches them;
 the three are linked into one library (cpu_build.py), and ctypes calls its launchers.
 
-What the emulation gives a student without a GPU, and how:
+How the emulation gives what lab 01's README promises a student without a GPU:
   * races show: the fibers of a block take their turns in an order that changes from launch
     to launch (forward, reversed, shuffled with a recorded seed), so a missing barrier makes
     results move between identical launches and verify() names it `race`;
@@ -53,7 +53,7 @@ import numpy as np
 
 from ..device import Device
 from ..source import KERNEL_INCLUDE_DIR, KernelSource
-from .base import AddressBackend, DeviceArray, host_array, widened
+from .base import AddressBackend, DeviceArray, WallClockEvent, host_array, widened
 from .cpu_build import cpu_compile, find_compiler
 
 ORDERS = ("forward", "reversed", "shuffled")
@@ -191,10 +191,10 @@ class CpuBackend(AddressBackend):
         pass
 
     def event(self):
-        return _WallClockEvent()
+        return WallClockEvent()
 
     def elapsed_ms(self, start, stop):
-        return (stop.t - start.t) * 1e3
+        return WallClockEvent.elapsed_ms(start, stop)
 
 
 def _wait(child: int, timeout_s: float, status: _Status) -> int:
@@ -226,13 +226,6 @@ def _wait(child: int, timeout_s: float, status: _Status) -> int:
         status.outcome = 1 if os.WIFSIGNALED(code) else 3
         status.signal = os.WTERMSIG(code) if os.WIFSIGNALED(code) else os.WEXITSTATUS(code)
     return status.outcome
-
-
-class _WallClockEvent:
-    t = 0.0
-
-    def record(self):
-        self.t = time.perf_counter()
 
 
 _SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",

@@ -12,7 +12,7 @@ later CUDA call in it fails, CuPy's and torch's alike. So:
     vector load from an address that is not a multiple of 16 ..."), as a GpuFault that
     verify() reports as the shape's verdict; after a sticky one, every later call says
     that the context was lost, and to what, instead of failing with a trace of its own;
-  * within `backend.isolated()` (ladder.check verifies in it) every launch of a compiled
+  * within `backend.isolated()` (a LabRun checks in it) every launch of a compiled
     kernel runs in a child process with a GPU context of its own, its arrays copied there
     and back: a fault ends that child only, the launch raises the GpuFault naming it, and
     this process goes on with a context that never saw it. Timing stays outside: there a

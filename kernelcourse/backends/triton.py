@@ -4,7 +4,9 @@ On a GPU, Triton compiles the kernel for the device and torch's CUDA events
 time it (ROCm builds of torch answer to the same 'cuda' device name). With no
 GPU, kernels run in Triton's interpreter on CPU tensors (TRITON_INTERPRET=1,
 set by `import kernelcourse`): results are real and checkable, timings are
-wall-clock interpreter times and are labelled so.
+wall-clock interpreter times and are labelled so. Two bf16 slips of Triton's
+interpreter are mended when this backend starts it (mend_interpreter_bf16), so that a
+bf16 result on the CPU means what it does on a GPU.
 
 In the interpreter every access is checked, as the cpu backend checks a C kernel's: each
 unmasked lane of every tl.load and tl.store must lie inside a tensor the kernel was
@@ -29,14 +31,14 @@ import functools
 import mmap
 import os
 import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..device import Device, detect
+from ..gemm import bf16_bits
 from . import interpreted
-from .base import STORAGE, Backend
+from .base import STORAGE, Backend, WallClockEvent
 from .cuda import named_faults
 
 
@@ -63,6 +65,7 @@ class TritonBackend(Backend):
         self.device = detect() if gpu else Device("cpu", "CPU")
         if not gpu:
             check_interpreter_bounds()
+            mend_interpreter_bf16()
         self.torch_device = "cuda" if gpu else "cpu"
         self.label = "GPU (torch CUDA events)" if gpu else "CPU interpreter (wall clock, not GPU performance)"
 
@@ -94,18 +97,18 @@ class TritonBackend(Backend):
 
     def hold(self, ms):
         if self.on_gpu:
-            self.torch.cuda._sleep(int(ms * 2_000_000))   # clock cycles, about 2 GHz
+            self.torch.cuda._sleep(int(ms * self.CLOCKS_PER_MS))
 
     def event(self):
         if self.on_gpu:
             return self.torch.cuda.Event(enable_timing=True)
-        return _WallClockEvent()
+        return WallClockEvent()
 
     def elapsed_ms(self, start, stop):
         if self.on_gpu:
             stop.synchronize()
             return start.elapsed_time(stop)
-        return (stop.t - start.t) * 1e3
+        return WallClockEvent.elapsed_ms(start, stop)
 
     def library_gemm(self, dtype):
         """torch.matmul: cuBLAS or hipBLAS(Lt) on a GPU. fp32 without TF32; tf32 with it."""
@@ -117,13 +120,6 @@ class TritonBackend(Backend):
             torch.backends.cuda.matmul.fp32_precision = mode
             torch.matmul(A, B, out=C)
         return gemm
-
-
-class _WallClockEvent:
-    t = 0.0
-
-    def record(self):
-        self.t = time.perf_counter()
 
 
 # ------------------------------------------------------------- bounds in the interpreter
@@ -379,3 +375,38 @@ def check_interpreter_bounds() -> None:
 
 def _launch(kernel, grid, *args, **kwargs):
     return kernel.run(*args, grid=grid, warmup=False, **kwargs)
+
+
+# ------------------------------------------------------------- bf16 in the interpreter
+
+def mend_interpreter_bf16() -> None:
+    """Mend two bf16 slips of Triton's interpreter (seen in 3.9), once, so that a bf16
+    result on the CPU means what it does on a GPU. Nothing here touches a GPU build.
+
+    * bf16 tiles are held as raw uint16 and tl.dot multiplied the bit patterns as
+      integers: widen them to fp32 first (exact: bf16 is the top half of an fp32).
+    * fp32 -> bf16 (`acc.to(...)`) truncated; the GPU rounds to nearest even.
+    """
+    import triton.language as tl
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder, "kernelcourse_bf16_fixed", False):
+        return
+    dot, cast = builder.create_dot, builder.cast_impl
+
+    def widen(h):
+        if h.dtype == tl.bfloat16:
+            return interpreter.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32),
+                                            tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return interpreter.TensorHandle(bf16_bits(src.data), tl.bfloat16)   # nearest, ties to even
+        return cast(self, src, dst_type)
+
+    builder.create_dot, builder.cast_impl = create_dot, cast_impl
+    builder.kernelcourse_bf16_fixed = True

@@ -3,7 +3,8 @@
 `make grade SUBMISSIONS=dir/` (python -m kernelcourse.grade) runs it; GRADING.md is the
 instructor's manual. One module per job:
 
-  spec.py       what is graded: an exercise's grading.py (tests, points, files), loaded
+  spec.py       what is graded: an exercise's grading.py (tests, points) and spec.py (files,
+                limits), loaded
   inputs.py     the secret seed of a run, the inputs drawn from it, the float64 references
   intake.py     a student's folder, read: the files found without following a link, and copied
   sandbox.py    one child process per submission: another user, a scratch folder, an empty

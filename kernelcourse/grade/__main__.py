@@ -35,7 +35,7 @@ def _exercise(number: str | None, submissions: Path | None) -> Path:
             raise SystemExit(f"no exercise {number!r} has a grading.py; these do: "
                              f"{', '.join(e.name for e in graded)}")
         return found
-    files = {e: spec.load(e).FILES for e in graded}
+    files = {e: spec.load(e).files for e in graded}
     students, _ = classroom.roster(submissions)
     walks = [intake.walk(submissions / s.name, {n for names in files.values() for n in names}).paths
              for s in students if not s.refused]

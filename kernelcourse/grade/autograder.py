@@ -3,9 +3,9 @@
 At its root, as Gradescope's specification asks: setup.sh (run once, as root, when the
 image is built), run_autograder (run for each submission), requirements.txt (the packages,
 pinned to the versions this repository is tested with; torch as the CPU build), and the
-grader with the whole harness it needs: kernelcourse/, every exercise's checks.py and
-grading.py (exercise 02's checks read 01's), and the labs' kernels (the rung registry's
-reference kernels). EXERCISE names the exercise graded.
+grader with the whole harness it needs: kernelcourse/, every exercise's spec.py, checks.py
+and grading.py, and the labs' kernels with the rungs.py that declare them (the rung
+registry's reference kernels). EXERCISE names the exercise graded.
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ def harness_files() -> list[Path]:
     """Every file of the harness the grader imports or reads, relative to the repository."""
     package = [p for p in (REPO / "kernelcourse").rglob("*")
                if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".h")]
-    exercises = [p for name in ("checks.py", "grading.py") for p in (REPO / "exercises").glob(f"*/{name}")]
-    labs = [p for pattern in ("*/*.cu", "*/*_triton.py") for p in (REPO / "labs").glob(pattern)]
+    exercises = [p for name in ("spec.py", "checks.py", "grading.py")
+                 for p in (REPO / "exercises").glob(f"*/{name}")]
+    labs = [p for pattern in ("*/*.cu", "*/*_triton.py", "*/rungs.py") for p in (REPO / "labs").glob(pattern)]
     return sorted(p.relative_to(REPO) for p in package + exercises + labs)
 
 

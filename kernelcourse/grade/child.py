@@ -14,7 +14,6 @@ Jobs:
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -56,17 +55,17 @@ def _implementation(test: dict, backend_name: str, folder: Path):
     """The submission's kernel as a GemmImpl, through the rung registry (as make check does)."""
     from kernelcourse import rungs
     from kernelcourse.backends import get_backend
-    rung = dataclasses.replace(rungs.RUNG["tiled"], name="submission")
+    rung = rungs.RUNG["tiled"].with_files(name="submission")
     if test["kind"] == "c":
         backend = get_backend(backend_name)
         if backend.name == "cpu":
             backend.timeout_s = test["launch_timeout_s"]
-        return dataclasses.replace(rung, source=folder / test["file"]).c_impl(backend)
+        return rung.with_files(source=folder / test["file"]).c_impl(backend)
     triton = get_backend("triton")
     audit.install(Path.cwd(), audit.TRITON_FILE)   # armed before the file's first line runs
     if not triton.on_gpu:       # the interpreter needs no program (a GPU's Triton runs ptxas)
         refuse_new_programs()
-    return dataclasses.replace(rung, twin=folder / test["file"]).triton_impl(triton)
+    return rung.with_files(twin=folder / test["file"]).triton_impl(triton)
 
 
 def gemm(job: dict, channel: Sender) -> None:

@@ -28,7 +28,7 @@ from .driver import drive, voided
 from .judge import Outcome, ShapeRuns, judge_function, judge_gemm
 from .leftovers import kill_group
 from .sandbox import Child, Isolation, child_environment
-from .spec import FunctionTest, GemmTest
+from .spec import FunctionTest, GemmTest, Grading
 from ..kernel_text import same_code
 from ..precision import TOLERANCE
 from ..verify import canary_length
@@ -41,7 +41,7 @@ class Run:
     """One grading run: the exercise, the seed, where things go, what this machine has."""
 
     exercise: Path
-    spec: object                   # the exercise's grading.py
+    spec: Grading                  # what is graded: the files, the tests, the limits
     checks: object                 # its checks.py (exercise 03 judges with its judge)
     seed: int
     out: Path
@@ -58,8 +58,8 @@ class Run:
     isolation: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.test_time_limit = self.test_time_limit or self.spec.TEST_TIME_LIMIT_S
-        self.submission_time_limit = self.submission_time_limit or self.spec.TIME_LIMIT_S
+        self.test_time_limit = self.test_time_limit or self.spec.test_time_limit_s
+        self.submission_time_limit = self.submission_time_limit or self.spec.time_limit_s
         self.scratch_root = Path(tempfile.mkdtemp(prefix="kernelcourse-grade-"))
         self.scratch_root.chmod(0o711)            # children may pass through, never list it
         self.gates = {gpu: GpuGate() for gpu in self.gpus}
@@ -89,12 +89,12 @@ class Run:
         return Outcome(f"{test.file}: performance", test.perf_points, score, why)
 
     def every_test_at_zero(self, why: str) -> list[Outcome]:
-        return [o for test in self.spec.TESTS for o in self.pending(test, why)]
+        return [o for test in self.spec.tests for o in self.pending(test, why)]
 
     def write_results(self, student: str, outcomes: list[Outcome], notes: list[str], seconds: float) -> None:
         """A student's results.json: every test, and the notes on the submission as a whole."""
         lines = [f"exercise {self.exercise.name}, graded {'on a GPU' if self.on_gpu else 'on a CPU'}", *notes]
-        if not self.on_gpu and any(getattr(t, "perf_points", 0) for t in self.spec.TESTS):
+        if not self.on_gpu and any(getattr(t, "perf_points", 0) for t in self.spec.tests):
             lines.append("Performance points are graded on a GPU machine by the instructor; "
                          "this run (no GPU) grades correctness only.")
         payload = report.results_json(outcomes, "\n".join(lines), seconds,
@@ -167,7 +167,7 @@ class Submission:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{worker}-", dir=run.scratch_root))
         self.outcomes: dict[str, list[Outcome]] = {}
         # the student's folder is only read; what is graded is the copy in scratch/submission
-        copied = intake.copy_files(folder, run.spec.FILES, self.scratch / "submission")
+        copied = intake.copy_files(folder, run.spec.files, self.scratch / "submission")
         self.notes: list[str] = copied.notes
         self.present: set[str] = copied.present        # the files copied into scratch/submission
         self.refused: dict[str, str] = copied.refused  # file -> why it is not graded
@@ -182,7 +182,7 @@ class Submission:
         return [o for test in self.tests() for o in self.outcomes.get(self.key(test), self.run.pending(test))]
 
     def tests(self):
-        return self.run.spec.TESTS
+        return self.run.spec.tests
 
     @staticmethod
     def key(test) -> str:
@@ -370,7 +370,7 @@ class Submission:
     # -- Python functions
     def grade_functions(self) -> None:
         tests = [t for t in self.tests() if isinstance(t, FunctionTest)]
-        file = self.run.spec.FILES[0]
+        file = self.run.spec.files[0]
         if file not in self.present:
             why = self.refused.get(file, f"{file} is missing from the submission")
             for test in tests:

@@ -1,11 +1,14 @@
-"""What is graded in one exercise: its `grading.py`, beside its README and checks.py.
+"""What is graded in one exercise: its `grading.py`, with what its `spec.py` declares.
 
 An exercise's grading.py defines
 
-  FILES             the files a submission holds (any may be missing)
   TESTS             GemmTest or FunctionTest entries, in the order they are reported
-  TIME_LIMIT_S      seconds one submission may run in all
-  TEST_TIME_LIMIT_S seconds one test (one file, or one function) may run
+
+and its spec.py, which the check reads too,
+
+  FILES                    the files a submission holds (any may be missing)
+  GRADE_TIME_LIMIT_S       seconds one submission may run in all
+  GRADE_TEST_TIME_LIMIT_S  seconds one test (one file, or one function) may run
 
 A GemmTest grades one kernel file (.cu or the Triton twin) per shape class: each class has
 its points, and earns the share of its shapes that came out right, so one failing shape
@@ -82,15 +85,26 @@ class FunctionTest:
     cases: int = 5
 
 
-def load(exercise: Path):
-    """The exercise's grading.py as a module (no __pycache__ left beside it). Its C files
-    come before its Triton files: a child that has loaded a student's Python on Triton's
-    interpreter may start no program after it, so a C file after it could not be compiled."""
-    from ..check import description
-    spec = description(exercise, "grading.py")
-    kinds = [t.kind for t in spec.TESTS if isinstance(t, GemmTest)]
+@dataclass(frozen=True)
+class Grading:
+    """One exercise's grading: its spec.py's files and limits, its grading.py's tests."""
+
+    files: tuple[str, ...]
+    tests: tuple
+    time_limit_s: float                         # one submission
+    test_time_limit_s: float                    # one test
+
+
+def load(exercise: Path) -> Grading:
+    """The exercise's grading.py and spec.py, read (no __pycache__ left beside them). Its C
+    files come before its Triton files: a child that has loaded a student's Python on
+    Triton's interpreter may start no program after it, so a C file after it could not be
+    compiled."""
+    from ..check import description, exercise_spec
+    tests, declared = description(exercise, "grading.py").TESTS, exercise_spec(exercise)
+    kinds = [t.kind for t in tests if isinstance(t, GemmTest)]
     if kinds != sorted(kinds):                       # "c" < "triton"
         raise ValueError(f"{exercise.name}/grading.py: list the C files' GemmTests before the "
                          "Triton files' (the grader's child runs them in that order)")
-    return spec
+    return Grading(declared.FILES, tests, declared.GRADE_TIME_LIMIT_S, declared.GRADE_TEST_TIME_LIMIT_S)
 

@@ -3,7 +3,9 @@
 // The benchmark harness launches it just before it records a timed launch's start event:
 // while the device spins, the host queues the event, the launch and the stop event behind
 // it, so the device runs them back to back and the events time the kernel alone, not the
-// host's cost of launching it (kernelcourse/bench.py).
+// host's cost of launching it (time_launches in kernelcourse/bench.py). `cycles` is the
+// hold's length in ms times Backend.CLOCKS_PER_MS (kernelcourse/backends/base.py), the one
+// clock rate every backend's hold assumes.
 #include "portable.h"
 
 extern "C" __global__ void hold(long long cycles)

@@ -51,12 +51,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder, rungs
-from kernelcourse.device import detect
+from kernelcourse import bench, lab, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=16)
+run = lab.start(gpu_size=4096, cpu_size=16)
 rung = rungs.RUNG["naive"]
-print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernel
@@ -89,8 +88,8 @@ print(rung.source.read_text())
 # | the `k < K` loop bound                    | `mask=k < K, other=0.0` on both loads          |
 
 # %%
-print(rung.describe(1000, 1000))
-print(rung.describe(4096, 4096))
+print(rung.build(run.device.lockstep_width).describe(1000, 1000))
+print(rung.build(run.device.lockstep_width).describe(4096, 4096))
 print(rung.twin.read_text())
 
 # %% [markdown]
@@ -106,7 +105,7 @@ print(rung.twin.read_text())
 # elements) keeps this to seconds. Expect `PASS: naive (cpu)` and `PASS: naive (triton)`.
 
 # %%
-reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
+reports = [run.check(impl, rung) for impl in run.impls(rung)]
 assert reports and all(r.passed for r in reports), "a naive GEMM failed verification"
 
 # %% [markdown]
@@ -117,7 +116,7 @@ assert reports and all(r.passed for r in reports), "a naive GEMM failed verifica
 # shared memory and no spills: this kernel is limited by memory, not by resources.
 
 # %%
-ladder.resource_report(rung, opts)
+run.resources(rung)
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -134,6 +133,6 @@ ladder.resource_report(rung, opts)
 # (not GPU performance)`. They say nothing about any GPU, and nothing is saved.
 
 # %%
-timings = ladder.benchmark(rung, opts)
+timings = run.benchmark(rung)
 print(bench.table(timings))
-ladder.save_gpu_result("naive", {"timings": timings}, opts, size=opts.size)
+run.save("naive", {"timings": timings}, size=run.size)

@@ -45,12 +45,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder, rungs
-from kernelcourse.device import detect
+from kernelcourse import bench, lab, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=64)
+run = lab.start(gpu_size=4096, cpu_size=64)
 rung = rungs.RUNG["tiled"]
-print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernel
@@ -100,7 +99,7 @@ print(rung.source.read_text())
 # GPU, Triton's default for fp32 `tl.dot` is TF32, about three digits less.
 
 # %%
-print(rung.describe(1000, 1000))
+print(rung.build(run.device.lockstep_width).describe(1000, 1000))
 print(rung.twin.read_text())
 
 # %% [markdown]
@@ -114,7 +113,7 @@ print(rung.twin.read_text())
 # in the interpreter, once per shape (it runs one program at a time, so it cannot race).
 
 # %%
-reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
+reports = [run.check(impl, rung) for impl in run.impls(rung)]
 assert reports and all(r.passed for r in reports), "a tiled GEMM failed verification"
 
 # %% [markdown]
@@ -156,7 +155,7 @@ assert reports and all(r.passed for r in reports), "a tiled GEMM failed verifica
 # 2048 B at TILE = 16. Registers stay low, and nothing spills.
 
 # %%
-ladder.resource_report(rung, opts, variants=({}, {"TILE": 16}))
+run.resources(rung, variants=({}, {"TILE": 16}))
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -175,9 +174,9 @@ ladder.resource_report(rung, opts, variants=({}, {"TILE": 16}))
 # SMs, no warps and no memory hierarchy.
 
 # %%
-timings = ladder.benchmark(rung, opts, variants=({"TILE": 16},))
+timings = run.benchmark(rung, variants=({"TILE": 16},))
 print(bench.table(timings))
-ladder.save_gpu_result("tiled", {"timings": timings}, opts, size=opts.size)
+run.save("tiled", {"timings": timings}, size=run.size)
 
 # %% [markdown]
 # ## 6. Your turn

@@ -45,12 +45,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder, rungs
-from kernelcourse.device import detect
+from kernelcourse import bench, lab, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=128)
+run = lab.start(gpu_size=4096, cpu_size=128)
 rung = rungs.RUNG["regblock"]
-print(f"device: {detect().describe()}; backend {opts.backend}; size {opts.size}")
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernel
@@ -113,7 +112,7 @@ print(rung.source.read_text())
 # | `row < M`, `col + j < N` on the store         | `tl.store(..., mask=...)`                       |
 
 # %%
-print(rung.describe(1000, 1000))
+print(rung.build(run.device.lockstep_width).describe(1000, 1000))
 print(rung.twin.read_text())
 
 # %% [markdown]
@@ -126,7 +125,7 @@ print(rung.twin.read_text())
 # `PASS: regblock (cpu)` and `PASS: regblock (triton)`.
 
 # %%
-reports = [ladder.check(impl, rung) for impl in ladder.impls(rung, opts)]
+reports = [run.check(impl, rung) for impl in run.impls(rung)]
 assert reports and all(r.passed for r in reports), "a register-blocked GEMM failed verification"
 
 # %% [markdown]
@@ -138,7 +137,7 @@ assert reports and all(r.passed for r in reports), "a register-blocked GEMM fail
 # shows where the register bill goes next.
 
 # %%
-ladder.resource_report(rung, opts, variants=({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}))
+run.resources(rung, variants=({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK": 8}))
 
 # %% [markdown]
 # ## 5. Benchmark
@@ -154,6 +153,6 @@ ladder.resource_report(rung, opts, variants=({}, {"BM": 128, "BN": 128, "TM": 8,
 # backend has no shared-memory banks for `A_PAD` to dodge and no warps to schedule.
 
 # %%
-timings = ladder.benchmark(rung, opts, variants=({"BK": 32}, {"A_PAD": 4}))
+timings = run.benchmark(rung, variants=({"BK": 32}, {"A_PAD": 4}))
 print(bench.table(timings))
-ladder.save_gpu_result("regblock", {"timings": timings}, opts, size=opts.size)
+run.save("regblock", {"timings": timings}, size=run.size)

@@ -60,22 +60,23 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 
 from kernelcourse import lab, ladder, roofline, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=24)
-backend = ladder.lead_backend(opts)
-device = backend.device
-print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+run = lab.start(gpu_size=4096, cpu_size=24)
+device = run.device
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The rungs
 #
-# `kernelcourse.rungs.RUNGS` holds each rung's kernel file, defines, launch geometry,
-# Triton twin and intensity; every lab and test builds its kernels from there.
+# Each lab declares its rungs beside their kernels (`labs/NN-name/rungs.py`: the kernel
+# file, launch geometry, Triton twin, shared memory and intensity; the defaults are read
+# from the .cu file), and `kernelcourse.rungs.RUNGS` gathers the fp32 ones: every lab and
+# test builds its kernels from there.
 
 # %%
 for rung in rungs.RUNGS:
     print(f"{rung.name:13} {rung.summary}")
-    built = rung.for_lockstep(device.lockstep_width)
-    print("   " + built.describe(opts.size, opts.size, device.multiprocessors).replace("\n", "\n   "))
+    built = rung.build(device.lockstep_width)
+    print("   " + built.describe(run.size, run.size, device.multiprocessors).replace("\n", "\n   "))
 
 # %% [markdown]
 # ## 2. Run and time everything on the same matrices
@@ -89,7 +90,7 @@ for rung in rungs.RUNGS:
 # last line says so): read the error column only.
 
 # %%
-steps = ladder.measure(ladder.steps(opts), opts.size)
+steps = ladder.measure(ladder.steps(run), run.size)
 print(ladder.table(steps))
 assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float64 reference"
 
@@ -118,16 +119,15 @@ assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 # and draws that under `build/` (never `results/`).
 
 # %%
-if backend.on_gpu:
-    ceilings = ladder.measured_ceilings(backend, steps)
+if run.on_gpu:
+    ceilings = ladder.measured_ceilings(run.lead, steps)
     print(f"measured: copy {ceilings['copy_tb_per_s']:.2f} TB/s, library "
           f"{ceilings['library_tflops']:.1f} TFLOP/s; datasheet: {roofline.datasheet(device.name)}")
-    stem = f"ladder-{device.slug}-{opts.size}"
-    result = ladder.payload(steps, opts.size, ceilings)
-    png = ladder.plot_roofline(result["rows"], ceilings, device.name, opts.size,
-                               lab.RESULTS / f"{stem}.png")
+    result = ladder.payload(steps, run.size, ceilings)
+    png = ladder.plot_roofline(result["rows"], ceilings, device.name, run.size,
+                               lab.RESULTS / f"ladder-{device.slug}-{run.size}.png")
     lab.show(png)
-    ladder.save_gpu_result("ladder", result, opts, backend, size=opts.size)
+    run.save("ladder", result, size=run.size)
 else:
     text, points = ladder.predicted("H200")
     print(text)

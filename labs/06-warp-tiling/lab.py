@@ -35,12 +35,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder, rungs
-from kernelcourse.device import detect
+from kernelcourse import bench, lab, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
-device = detect()
-print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
+device = run.device
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernels
@@ -50,9 +49,9 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 # NVIDIA (and on the `cpu` backend), one 64-lane wavefront per 64 x 64 tile on AMD.
 
 # %%
-for rung in rungs.SIMT_TOP:
+for rung in rungs.of_lab("06"):
     print(f"{rung.name}: {rung.summary}")
-    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
+    print(rung.build(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test
@@ -61,7 +60,7 @@ for rung in rungs.SIMT_TOP:
 # each with C poisoned and fenced. Expect `PASS` for both.
 
 # %%
-reports = [ladder.check(impl, rung) for rung in rungs.SIMT_TOP for impl in ladder.impls(rung, opts)]
+reports = [run.check(impl, rung) for rung in rungs.of_lab("06") for impl in run.impls(rung)]
 assert reports and all(r.passed for r in reports), "a lab 06 kernel failed verification"
 
 # %% [markdown]
@@ -73,8 +72,8 @@ assert reports and all(r.passed for r in reports), "a lab 06 kernel failed verif
 # gfx90a build uses wavefronts of 64.
 
 # %%
-for rung in rungs.SIMT_TOP:
-    ladder.resource_report(rung, opts)
+for rung in rungs.of_lab("06"):
+    run.resources(rung)
 
 # %% [markdown]
 # ## 4. Benchmark
@@ -88,8 +87,7 @@ for rung in rungs.SIMT_TOP:
 # Without a GPU: wall-clock times of the emulation at a toy size, labelled as such.
 
 # %%
-found = [rungs.RUNG["regblock"].c_impl(lab.c_backend(opts))]
-found += [impl for rung in rungs.SIMT_TOP for impl in ladder.impls(rung, opts)]
-timings = ladder.timed(found, opts)
+found = [impl for rung in (rungs.RUNG["regblock"], *rungs.of_lab("06")) for impl in run.impls(rung)]
+timings = run.timed(found)
 print(bench.table(timings))
-ladder.save_gpu_result("warp-tiling", {"timings": timings}, opts, size=opts.size)
+run.save("warp-tiling", {"timings": timings}, size=run.size)

@@ -32,7 +32,7 @@ from kernelcourse.gemm import GPU_SUITE, Shape
 from kernelcourse.lab import RESULTS
 from kernelcourse.verify import run_shape
 
-WARP_TILING = rungs.WARP_TILING
+WARP_TILING = rungs.RUNG["warp_tiling"]
 PROBLEMS = (  # (M, N, K), warm-up and repeats: about 0.1 s of kernel time per timing
     ((4096, 4096, 4096), {"warmup": 3, "repeats": 15}),
     ((1000, 1000, 1000), {"warmup": 5, "repeats": 30}),
@@ -111,14 +111,14 @@ def plan(warp: int = 32) -> tuple[list[dict], list[tuple[dict, list[str]]]]:
     """(configurations to time, [(configuration, why refused)]) for lockstep width `warp`,
     each as the defines that differ from the defaults for that width. The defaults are
     left out of the first list: they are timed as warp_tiling itself."""
-    rung = WARP_TILING.for_lockstep(warp)
+    defaults = WARP_TILING.build(warp).defines
     kept, refused = [], []
     for (bm, bn), (wm, wn), bk in itertools.product(BLOCKS, WARP_TILES, DEPTHS):
-        d = rung.config(BM=bm, BN=bn, WM=wm, WN=wn, BK=bk)
+        d = {**defaults, "BM": bm, "BN": bn, "WM": wm, "WN": wn, "BK": bk}
         why = refusals(d)
         if not why:
             d["MIN_BLOCKS"] = min_blocks(d)
-        changes = {k: v for k, v in d.items() if rung.defines[k] != v}
+        changes = {k: v for k, v in d.items() if defaults[k] != v}
         if why:
             refused.append((changes, why))
         elif changes:
@@ -163,7 +163,7 @@ def build(backend, device, rung, changes: dict, notes: list):
         notes.append(f"{label}: skipped, spills on {device.arch} ({usage.spill_stores} bytes "
                      f"stored, {usage.spill_loads} loaded)")
         return None
-    return impl, rung.for_lockstep(device.lockstep_width).config(**changes), usage
+    return impl, rung.build(device.lockstep_width, **changes).defines, usage
 
 
 def main() -> int:
@@ -180,8 +180,9 @@ def main() -> int:
     notes, impls, configs = [], [], []
     # the rungs as the lab builds them, then their default tiles forced (a define named),
     # so that each size also shows what the small tile saves
-    entries = [(rungs.REGBLOCK, {}), (rungs.DOUBLE_BUFFER, {}), (WARP_TILING, {}),
-               (rungs.DOUBLE_BUFFER, {"BM": 128}), (WARP_TILING, {"BM": 128})]
+    regblock, double_buffer = rungs.RUNG["regblock"], rungs.RUNG["double_buffer"]
+    entries = [(regblock, {}), (double_buffer, {}), (WARP_TILING, {}),
+               (double_buffer, {"BM": 128}), (WARP_TILING, {"BM": 128})]
     entries += [(WARP_TILING, changes) for changes in kept]
     for rung, changes in entries:
         built = build(backend, device, rung, changes, notes)

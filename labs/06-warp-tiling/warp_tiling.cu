@@ -24,8 +24,8 @@
 // bank arithmetic is at the compute phase), and a lane's ITER_M float4 of A
 // and ITER_N float4 of B feed ITER_M * TM * ITER_N * TN = 64 FMAs.
 //
-// WARP is the lockstep width: 32 on NVIDIA, 64 on AMD CDNA (rungs.py passes
-// the device's). The geometry follows it: with WARP = 64 the lanes stand 8 x 8
+// WARP is the lockstep width: 32 on NVIDIA, 64 on AMD CDNA (this lab's rungs.py
+// passes the device's). The geometry follows it: with WARP = 64 the lanes stand 8 x 8
 // and the default warp tile is 64 x 64, so a lane still owns 2 x 2 sub-tiles
 // of 4 x 4 and the block still has 256 threads. The result does not depend on
 // WARP (any value is correct anywhere); only the speed does.

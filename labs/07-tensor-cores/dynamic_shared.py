@@ -37,7 +37,7 @@ A_SWIZZLE_64 = "        return r * BK + (((col / 8) ^ (r % 8)) * 8) + col % 8;"
 
 
 def source(bk: int) -> KernelSource:
-    text = rungs.MMA_PIPELINE.source.read_text()
+    text = rungs.RUNG["mma_pipeline"].source.read_text()
     for old, new in ((STATIC, DYNAMIC),) + (((BK32, "#define BK 64 "), (A_SWIZZLE, A_SWIZZLE_64))
                                             if bk == 64 else ()):
         assert text.count(old) == 1, old
@@ -48,7 +48,7 @@ def source(bk: int) -> KernelSource:
 def impl(backend, bk: int, **tile) -> tuple[GemmImpl, dict]:
     d = {"WARP": 32, "KC_BF16": 0, **tile}
     build = nvrtc_compile(source(bk), backend.device.arch, d, ("-lineinfo",))
-    function = backend.cupy.RawModule(path=str(build.path)).get_function(rungs.MMA_PIPELINE.kernel)
+    function = backend.cupy.RawModule(path=str(build.path)).get_function(rungs.RUNG["mma_pipeline"].kernel)
     shared = d["STAGES"] * (d["BM"] + d["BN"]) * bk * 2
     function.max_dynamic_shared_size_bytes = shared            # the raised limit
     grid = lambda M, N: (-(-N // d["BN"]), -(-M // d["BM"]))   # noqa: E731
@@ -58,7 +58,7 @@ def impl(backend, bk: int, **tile) -> tuple[GemmImpl, dict]:
         function(grid(M, N), (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K)),
                  shared_mem=shared)
     name = f"BK={bk} " + " ".join(f"{k}={v}" for k, v in tile.items())
-    usage = build.resources[rungs.MMA_PIPELINE.kernel]
+    usage = build.resources[rungs.RUNG["mma_pipeline"].kernel]
     return GemmImpl(name, backend, run, "fp16"), {
         "name": name, "defines": d, "BK": bk, "dynamic_shared_bytes": shared,
         "registers": usage.registers, "spill_stores": usage.spill_stores}

@@ -42,12 +42,11 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import bench, lab, ladder, rungs
-from kernelcourse.device import detect
+from kernelcourse import bench, lab, rungs
 
-opts = lab.options(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
-device = detect()
-print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
+run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
+backend, device = run.c, run.device
+print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernels
@@ -58,9 +57,9 @@ print(f"device: {device.describe()}; backend {opts.backend}; size {opts.size}")
 # 64 KB a workgroup, four on a 128 x 128 x 32 tile).
 
 # %%
-for rung in rungs.MATRIX_CORE:
+for rung in rungs.of_lab("07"):
     print(f"{rung.name}: {rung.summary}")
-    print(rung.for_lockstep(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
+    print(rung.build(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test
@@ -72,11 +71,10 @@ for rung in rungs.MATRIX_CORE:
 # relative error sits near the format's half unit, 2^-11 for fp16 and 2^-8 for bf16.
 
 # %%
-backend = ladder.lead_backend(opts)
 # bf16 on the matrix cores needs gfx90a or later on AMD (mma.h stops a gfx908 build)
 precisions = ({},) if device.arch == "gfx908" else ({}, {"KC_BF16": 1})
-builds = [(rung, precision) for rung in rungs.MATRIX_CORE for precision in precisions]
-reports = [ladder.check(rung.c_impl(backend, **precision), rung) for rung, precision in builds]
+builds = [(rung, precision) for rung in rungs.of_lab("07") for precision in precisions]
+reports = [run.check(rung.c_impl(backend, **precision), rung) for rung, precision in builds]
 assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verification"
 
 # %% [markdown]
@@ -87,8 +85,8 @@ assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verif
 # 64 x 32 half as many. Each in fp16 and in bf16; nothing may spill.
 
 # %%
-for rung in rungs.MATRIX_CORE:
-    ladder.resource_report(rung, opts, variants=precisions)
+for rung in rungs.of_lab("07"):
+    run.resources(rung, variants=precisions)
 
 # %% [markdown]
 # ## 4. Benchmark
@@ -101,21 +99,17 @@ for rung in rungs.MATRIX_CORE:
 # at a toy size, labelled as such.
 
 # %%
-found = [rung.c_impl(backend) for rung in rungs.MATRIX_CORE]
+found = [rung.c_impl(backend) for rung in rungs.of_lab("07")]
 if backend.device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
-    found[-1:-1] = [rungs.MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
-                    rungs.MMA_AHEAD.c_impl(backend, BK=32)]
-sizes = sorted({opts.size, 8192})
-timings = ladder.timed(found, opts, "fp16", sizes, warmup=5, repeats=20)
-if backend.on_gpu:
-    try:                                  # bf16: the two copying rungs against the library's bf16
-        bf16_library = bench.library_impl(backend, "bf16")
-    except ValueError as why:
-        print(f"bf16 not timed: {why}")
-    else:
-        bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (rungs.MMA_PIPELINE, rungs.MMA_AHEAD)]
-        timings += [t for n in sizes for t in bench.compare(bf16_found, n, n, n, warmup=5,
-                                                            repeats=20, library=bf16_library)]
+    found[-1:-1] = [rungs.RUNG["mma_ahead"].c_impl(backend, BN=128, WN=32, BK=32),
+                    rungs.RUNG["mma_ahead"].c_impl(backend, BK=32)]
+sizes = sorted({run.size, 8192})
+timings = run.timed(found, "fp16", sizes, warmup=5, repeats=20)
+bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (rungs.RUNG["mma_pipeline"], rungs.RUNG["mma_ahead"])]
+try:                                      # bf16: the two copying rungs against the library's bf16
+    timings += run.timed(bf16_found, "bf16", sizes, warmup=5, repeats=20)
+except ValueError as why:                 # a library without a bf16 GEMM on this device
+    print(f"bf16 not timed: {why}")
 print(bench.table(timings))
 
 # %% [markdown]
@@ -139,15 +133,8 @@ if backend.on_gpu:
                                  {"CHAINS": chains})
         blocks, threads, steps = 8 * sms, 256, 4096
         out = backend.to_device(np.zeros(blocks * threads, np.float32))
-        kernel((blocks,), (threads,), (out, steps))                   # warm-up
-        times = []
-        for _ in range(7):
-            start, stop = backend.event(), backend.event()
-            start.record()
-            kernel((blocks,), (threads,), (out, steps))
-            stop.record()
-            times.append(backend.elapsed_ms(start, stop))
-        ms = sorted(times)[len(times) // 2]
+        ms = bench.time_launches(backend, lambda: kernel((blocks,), (threads,), (out, steps)),
+                                 repeats=7, warmup=1).median
         steps_done = chains * steps * blocks * (threads // device.lockstep_width)
         peak[chains] = 2 * 16 * 16 * 16 * steps_done / ms / 1e9
         print(f"CHAINS={chains:2}: {peak[chains]:6.1f} TFLOP/s ({blocks} blocks of {threads}, "
@@ -157,5 +144,4 @@ if backend.on_gpu:
           f"{100 * max(peak.values()) / library.tflops:.0f}% of it")
 else:
     print("GPU only: the cpu backend's emulation says nothing about a matrix core's rate")
-ladder.save_gpu_result("tensor-cores", {"timings": timings, "mma_peak_tflops": peak}, opts,
-                       size=opts.size)
+run.save("tensor-cores", {"timings": timings, "mma_peak_tflops": peak}, size=run.size)

@@ -5,9 +5,11 @@ exercise 01 folder and grades it on a GPU, with performance points:
 
     python tests/grading/submissions.py 01 DIR
 
-and the helpers the grader's tests share: make() a student's folder of any bytes, and find
-the processes_with() a marker (none may survive a run).
+and the helpers the grader's tests share: make() a student's folder of any bytes, find the
+processes_with() a marker (none may survive a run), read a test file's header(), take a
+folder's snapshot() and validate() a results.json.
 """
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -17,15 +19,20 @@ REPO = TESTS.parent
 CHEATS = TESTS / "grading"
 VARIANTS_03 = sorted((TESTS / "exercises" / "03").glob("*.py"))
 SOLUTIONS = {"01": REPO / "solutions" / "01-tiled-matmul", "03": REPO / "solutions" / "03-intensity-math"}
-SEED = "20250117"      # GRADE_SEED of the runs the grader's tests make
-GRADED_FILES = {"01": ("tiled.cu", "tiled_triton.py"), "03": ("intensity.py",)}
+SEED = "20250117"      # GRADE_SEED of the grader's tests: fixed, so exercise 03's known mistakes show
 sys.path.insert(0, str(TESTS))
 import exercise_variants as variants  # noqa: E402
+from kernelcourse.check import exercise_spec  # noqa: E402
+
+
+def graded_files(exercise: str) -> tuple[str, ...]:
+    """The files a submission of `exercise` holds: its spec.py's FILES."""
+    return exercise_spec(REPO / "exercises" / SOLUTIONS[exercise].name).FILES
 
 
 def honest(exercise: str, *names: str) -> dict:
     """One student's files, the course's solution of `exercise`: every graded file, or `names`."""
-    return {n: (SOLUTIONS[exercise] / n).read_text() for n in names or GRADED_FILES[exercise]}
+    return {n: (SOLUTIONS[exercise] / n).read_text() for n in names or graded_files(exercise)}
 
 
 def exercise_01() -> dict:
@@ -33,7 +40,7 @@ def exercise_01() -> dict:
     grading/01 (robustness cases and cheats)."""
     solution, stub = SOLUTIONS["01"], REPO / "exercises" / "01-tiled-matmul"
     students = {"solution": honest("01"),
-                "stub": {n: (stub / n).read_text() for n in GRADED_FILES["01"]},
+                "stub": {n: (stub / n).read_text() for n in graded_files("01")},
                 "missing_file": honest("01", "tiled.cu")}
     for v in variants.EXERCISE_01:
         students[f"variant_{v.name}"] = {v.file: v.apply((solution / v.file).read_text())}
@@ -104,6 +111,27 @@ def make(folder: Path, files: dict) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(content.encode() if isinstance(content, str) else content)
+
+
+def header(path: Path, key: str) -> list[str]:
+    """What a file's `# key: ...` (or `// key: ...`) header lines say: its expectations."""
+    marks = ("# ", "// ")
+    return [line.split(":", 1)[1].strip() for line in path.read_text().splitlines()
+            if line.startswith(tuple(f"{m}{key}:" for m in marks))]
+
+
+def snapshot(folder: Path) -> dict:
+    """Every path under `folder`, with the hash of each file's bytes."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+def validate(result: dict) -> None:
+    """Gradescope's results.json schema (jsonschema is a dev dependency: make setup has it)."""
+    import jsonschema
+
+    from kernelcourse.grade import report
+    jsonschema.validate(result, report.SCHEMA)
 
 
 def processes_with(marker: bytes) -> list[int]:

@@ -31,15 +31,15 @@ import numpy as np
 import pytest
 
 from grading import submissions
+from grading.submissions import header
 from kernelcourse.backends.compile_only import CompileError
 from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.backends.cpu_build import find_compiler, system_include_dirs
 from kernelcourse.grade import static
 from kernelcourse.grade.static import c_rules
-from test_grade import header
-from tests_paths import KERNELS
 
 REPO = submissions.REPO
+KERNELS = REPO / "tests" / "kernels"
 CHEATS = submissions.CHEATS / "01"
 C_FILE = "tiled.cu"
 PRELUDE = '#include "portable.h"\n'

@@ -184,7 +184,7 @@ def test_a_malformed_array_fails_its_file_before_a_byte_is_read_and_the_other_fi
     marker = scripted(run, at, do, send, count=2)
     make(tmp_path / "student", submissions.honest("01"))
     submission = runner.Submission(run, "student", tmp_path / "student", 0)
-    found = submission._correctness_on([t for t in run.spec.TESTS if isinstance(t, GemmTest)], "cpu", False)
+    found = submission._correctness_on([t for t in run.spec.tests if isinstance(t, GemmTest)], "cpu", False)
     assert all(o.score == 0 and o.output.startswith("protocol violation: ") and says in o.output
                for o in found["tiled.cu"]), \
         [o.output for o in found["tiled.cu"]]

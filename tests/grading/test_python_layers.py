@@ -23,8 +23,8 @@ import sys
 import pytest
 
 from grading import submissions
+from grading.submissions import header
 from kernelcourse.grade import static
-from test_grade import header
 
 REPO = submissions.REPO
 CHEATS = submissions.CHEATS / "01"

@@ -3,11 +3,12 @@
 `bug` picks which safeguard the kernel file leaves out (see tiled_bugs.cu); a grid rounded
 down instead of up is the launcher's own bug, made here.
 """
+from pathlib import Path
+
 from kernelcourse.backends.base import ceil_div
 from kernelcourse.verify import GemmImpl
-from tests_paths import KERNELS
 
-BUGS_CU = KERNELS / "tiled_bugs.cu"
+BUGS_CU = Path(__file__).resolve().parent / "tiled_bugs.cu"
 TILE = 32
 
 

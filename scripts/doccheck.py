@@ -398,6 +398,6 @@ def refresh(path: Path) -> int:
 if __name__ == "__main__":
     import sys
     if sys.argv[1:2] != ["--refresh"] or len(sys.argv) < 3:
-        raise SystemExit("usage: python tests/doccheck.py --refresh FILE.md ...")
+        raise SystemExit("usage: python scripts/doccheck.py --refresh FILE.md ...")
     for name in sys.argv[2:]:
         print(f"{name}: {refresh(Path(name))} number(s) refreshed")
