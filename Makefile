@@ -63,7 +63,9 @@ doctor: $(SETUP)
 # What LAB, EX, PART and MARK select, as the rest of a pytest -m expression (LAB only where
 # given: its default above is run-lab's).
 GIVEN_LAB = $(if $(filter-out default file,$(origin LAB)),$(LAB))
-SELECT = $(if $(GIVEN_LAB), and lab$(GIVEN_LAB))$(if $(EX), and ex$(EX))$(if $(PART), and $(PART))$(if $(MARK), and ($(MARK)))
+# LAB=3 means lab03, as run-lab takes it (and EX=1 ex01)
+two_digits = $(if $(filter 1 2 3 4 5 6 7 8 9,$(1)),0$(1),$(1))
+SELECT = $(if $(GIVEN_LAB), and lab$(call two_digits,$(GIVEN_LAB)))$(if $(EX), and ex$(call two_digits,$(EX)))$(if $(PART), and $(PART))$(if $(MARK), and ($(MARK)))
 # pytest-xdist's workers (-n): one per core. Each file goes to one worker, whole (--dist
 # loadfile), so that its module fixtures (a graded folder, say) run once, in the order
 # tests/conftest.py gives the files (--no-loadscope-reorder). Without pytest-xdist

@@ -4,7 +4,7 @@ A lab is run three ways: `make run-lab LAB=NN BACKEND=... SIZE=...`, `python
 labs/NN-name/lab.py`, or as a notebook. Options therefore travel as environment
 variables (KC_BACKEND, KC_SIZE), which all three can set. `start()` reads them once and
 returns a `LabRun`: the device, the backends the run uses (built once, kept), the size,
-and the lab's four jobs on them (check, benchmark, resources, save), so that no lab asks
+and the lab's jobs on them (check, benchmark or timed, resources, save), so that no lab asks
 whether it is on a GPU for those. A BACKEND this machine cannot run, or one that runs none
 of the lab's kernels, stops the lab at once with one line that says why (SystemExit: the
 run exits with status 1).
@@ -57,7 +57,6 @@ class LabRun:
 
     backend: str                   # what was asked for: 'auto', 'cuda', 'hip', 'cpu' or 'triton'
     size: int                      # M = N = K for the timing run
-    device: Device
     c: object | None               # the backend that runs .cu files (None: C left out)
     triton: object | None          # the backend that runs Triton kernels (None: left out)
 
@@ -67,11 +66,22 @@ class LabRun:
         return self.c or self.triton
 
     @property
+    def device(self) -> Device:
+        """The device the run's kernels run on (the CPU for BACKEND=cpu, on any machine)."""
+        return self.lead.device
+
+    @property
     def on_gpu(self) -> bool:
         return self.lead.on_gpu
 
     def describe(self) -> str:
-        return f"device: {self.device.describe()}; backend {self.backend}; size {self.size}"
+        ran = [f"C kernels on {self.c.name}" if self.c else "no C kernels",
+               f"Triton: {self.triton.label}" if self.triton else "no Triton"]
+        return f"device: {self.device.describe()}; BACKEND={self.backend}: {', '.join(ran)}; size {self.size}"
+
+    def build(self, rung, **defines):
+        """The rung as this run's device builds it (its lockstep width's defaults)."""
+        return rung.build(self.device.lockstep_width, **defines)
 
     # -- what runs
     def impls(self, rung) -> list[GemmImpl]:
@@ -86,7 +96,7 @@ class LabRun:
         """The vendor library in `dtype` (fp32: no TF32) on the lead backend."""
         return bench.library_impl(self.lead, dtype)
 
-    # -- the four jobs
+    # -- the jobs
     def check(self, impl: GemmImpl, rung=None) -> Report:
         """check(): impl verified on the suite for where it runs."""
         return check(impl, rung)
@@ -133,11 +143,10 @@ class LabRun:
         self.save(f"resources-{rung.name}", {"rung": rung.name, "builds": builds})
         return builds
 
-    def save(self, name: str, payload: dict, size: int | None = None, backend=None) -> Path | None:
-        """results/<name>-<device>[-<size>].json on a GPU; nothing on the CPU, because
-        results/ holds measurements from real devices only. `backend` (for the device and
-        versions block) is the lead backend unless the measurement was another's."""
-        backend = backend or self.lead
+    def save(self, name: str, payload: dict, size: int | None = None) -> Path | None:
+        """results/<name>-<device>[-<size>].json on a GPU (with the lead backend's device and
+        versions); nothing on the CPU, because results/ holds measurements from GPUs only."""
+        backend = self.lead
         if not backend.on_gpu:
             print(f"(CPU run: {name} not saved; results/ holds GPU measurements only)")
             return None
@@ -152,15 +161,16 @@ def start(gpu_size: int = 4096, cpu_size: int = 128, kinds: tuple[str, ...] = KI
     BACKEND that cannot run here, or runs none of them, stops the lab with one line."""
     backend = os.environ.get("KC_BACKEND", "auto") or "auto"
     try:
-        device, c, triton = resolve(backend, kinds)
+        c, triton = resolve(backend, kinds)
     except Refused as why:
         raise SystemExit(f"BACKEND={backend}: {why}") from None
-    size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if device.is_gpu else cpu_size)
-    return LabRun(backend, size, device, c, triton)
+    on_gpu = (c or triton).on_gpu
+    size = int(os.environ.get("KC_SIZE") or 0) or (gpu_size if on_gpu else cpu_size)
+    return LabRun(backend, size, c, triton)
 
 
 def resolve(backend: str, kinds: tuple[str, ...] = KINDS) -> tuple:
-    """(device, C backend or None, Triton backend or None) for a lab that runs `kinds` with
+    """(C backend or None, Triton backend or None) for a lab that runs `kinds` with
     `backend`, each backend built once; Refused where it cannot run here. `auto` runs
     everything the lab has: the C kernels on the GPU, or on the cpu backend with no GPU (or,
     on a CPU the cpu backend does not support, only the Triton twins, where the lab has any)."""
@@ -178,10 +188,9 @@ def resolve(backend: str, kinds: tuple[str, ...] = KINDS) -> tuple:
     wants_c = "c" in kinds and backend != "triton"
     # a Triton-only lab runs Triton whatever BACKEND names (once that backend is possible here)
     wants_triton = "triton" in kinds and (backend in ("auto", "triton") or "c" not in kinds)
-    c = _start("auto" if backend == "auto" else backend, optional=kinds != ("c",)
-               and backend == "auto") if wants_c else None
+    c = _start(backend, optional=kinds != ("c",) and backend == "auto") if wants_c else None
     triton = _start("triton") if wants_triton else None
-    return device, c, triton
+    return c, triton
 
 
 def _start(name: str, optional: bool = False):

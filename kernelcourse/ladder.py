@@ -48,23 +48,23 @@ class Step:
         return m.group(1) if m else ""
 
 
-def steps(run: LabRun, with_library: bool | None = None) -> list[Step]:
+def steps(run: LabRun) -> list[Step]:
     """Every rung this run includes (C kernels, twins), then the library on a GPU."""
     found = [Step(impl, rung) for rung in RUNGS for impl in run.impls(rung)]
     found.sort(key=lambda s: (s.kind == "triton", RUNGS.index(s.rung)))
-    if run.on_gpu if with_library is None else with_library:
+    if run.on_gpu:
         found.append(Step(run.library(), None))
     return found
 
 
-def measure(found: list[Step], size: int, cpu_repeats: int = 1) -> list[Step]:
+def measure(found: list[Step], size: int) -> list[Step]:
     """Error and time of every step on size^3; each step's fraction of the library."""
     for step in found:
         step.rel_error = relative_error(step.impl, size, size, size)
         if step.impl.backend.on_gpu:
             kwargs = step.rung.bench_kwargs if step.rung else {}
         else:
-            kwargs = {"warmup": 0, "repeats": cpu_repeats}
+            kwargs = {"warmup": 0, "repeats": 1}
         step.timing = bench.time_gemm(step.impl, size, size, size, **kwargs)
     lib = next((s for s in found if s.rung is None), None)
     if lib is not None:

@@ -146,7 +146,7 @@ def _folder_marks(text: str) -> set[str]:
 
 
 def _parameter_marks(name: str, value, rung_labs: dict) -> set[str]:
-    from kernelcourse.rungs import Rung
+    from kernelcourse.rung import Rung
     if isinstance(value, Rung):
         return _folder_marks(str(value.source))
     if isinstance(value, str) and value in rung_labs:          # a rung by name

@@ -1,4 +1,5 @@
-"""The ladder's three rungs (labs 01-03), built and launched through kernelcourse.rungs.
+"""The ladder's rungs (labs 01-03 and 06, as lab 04 runs them), built and launched through
+kernelcourse.rungs.
 
 CPU: every Triton twin passes verification in the interpreter; every .cu file compiles
 for sm_90 (NVRTC) and gfx90a (hiprtc/hipcc) with no spills and exactly the shared
@@ -10,7 +11,7 @@ import re
 
 import pytest
 
-from kernelcourse import gemm, lab, ladder, rungs
+from kernelcourse import gemm, lab, rungs
 from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, hip_compile,
                                                 nvrtc_compile)
 from kernelcourse.device import Device, detect

@@ -9,7 +9,6 @@ verify(), in `make check` and in the grader's child. The course's own Triton fil
 run without one. (On a GPU the kernels are compiled and nothing checks them: this file
 runs in the interpreter only.)
 """
-import dataclasses
 import json
 import mmap
 import subprocess
@@ -90,7 +89,7 @@ def write_variant(variant: Variant, folder: Path) -> Path:
 
 
 def twin_impl(backend, twin: Path, name: str):
-    rung = dataclasses.replace(rungs.RUNG["tiled"], name=name, twin=twin)
+    rung = rungs.RUNG["tiled"].with_files(twin=twin, name=name)
     return rung.triton_impl(backend)
 
 
@@ -155,7 +154,7 @@ def counting_checks(monkeypatch) -> list:
 def test_the_course_twins_pass_with_every_access_checked(rung, twin, triton_backend, monkeypatch):
     checked = counting_checks(monkeypatch)
     base = rungs.RUNG[rung]
-    impl = dataclasses.replace(base, twin=REPO / twin).triton_impl(triton_backend)
+    impl = base.with_files(twin=REPO / twin).triton_impl(triton_backend)
     report = verify(impl, base.interpreter_suite or gemm.CPU_SUITE, verbose=False, seed=2, repeats=1)
     assert report.passed, str(report)
     assert len(checked) > 100

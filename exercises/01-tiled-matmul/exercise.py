@@ -68,7 +68,7 @@ print(f"{report.cause}: {report.diagnosis}")
 # ## The check
 #
 # The same as `make check EX=01`: your files run in a separate process with a time limit,
-# over the whole verification suite (eleven shapes). Fix the first FAIL, save, run this again.
+# over the whole verification suite (11 shapes on the CPU, 15 on a GPU). Fix the first FAIL, save, run this again.
 
 # %%
 from kernelcourse.check import main  # noqa: E402

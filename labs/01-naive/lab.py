@@ -54,7 +54,7 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 from kernelcourse import bench, lab, rungs
 
 run = lab.start(gpu_size=4096, cpu_size=16)
-rung = rungs.RUNG["naive"]
+(rung,) = rungs.of_lab("01")              # the rung this lab declares (rungs.py)
 print(run.describe())
 
 # %% [markdown]
@@ -73,7 +73,7 @@ print(rung.source.read_text())
 # %% [markdown]
 # ## 2. The wrapper
 #
-# `kernelcourse.rungs` knows how to launch each rung: the block shape comes from the
+# This lab's `rungs.py` says how to launch the rung: the block shape comes from the
 # kernel's defines (`BLOCK_X x BLOCK_Y` = 32 x 8) and the grid is `ceil(N / 32) x
 # ceil(M / 8)` blocks, x along columns to match the kernel.
 #
@@ -88,8 +88,8 @@ print(rung.source.read_text())
 # | the `k < K` loop bound                    | `mask=k < K, other=0.0` on both loads          |
 
 # %%
-print(rung.build(run.device.lockstep_width).describe(1000, 1000))
-print(rung.build(run.device.lockstep_width).describe(4096, 4096))
+print(run.build(rung).describe(1000, 1000))
+print(run.build(rung).describe(4096, 4096))
 print(rung.twin.read_text())
 
 # %% [markdown]

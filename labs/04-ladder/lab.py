@@ -75,7 +75,7 @@ print(run.describe())
 # %%
 for rung in rungs.RUNGS:
     print(f"{rung.name:13} {rung.summary}")
-    built = rung.build(device.lockstep_width)
+    built = run.build(rung)
     print("   " + built.describe(run.size, run.size, device.multiprocessors).replace("\n", "\n   "))
 
 # %% [markdown]

@@ -51,7 +51,7 @@ print(run.describe())
 # %%
 for rung in rungs.of_lab("06"):
     print(f"{rung.name}: {rung.summary}")
-    print(rung.build(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
+    print(run.build(rung).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test

@@ -46,6 +46,7 @@ from kernelcourse import bench, lab, rungs
 
 run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C only
 backend, device = run.c, run.device
+MMA_TILES, MMA_PIPELINE, MMA_AHEAD = rungs.of_lab("07")          # this lab's rungs.py
 print(run.describe())
 
 # %% [markdown]
@@ -59,7 +60,7 @@ print(run.describe())
 # %%
 for rung in rungs.of_lab("07"):
     print(f"{rung.name}: {rung.summary}")
-    print(rung.build(device.lockstep_width).describe(1000, 1000, device.multiprocessors), end="\n\n")
+    print(run.build(rung).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test
@@ -100,12 +101,12 @@ for rung in rungs.of_lab("07"):
 
 # %%
 found = [rung.c_impl(backend) for rung in rungs.of_lab("07")]
-if backend.device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
-    found[-1:-1] = [rungs.RUNG["mma_ahead"].c_impl(backend, BN=128, WN=32, BK=32),
-                    rungs.RUNG["mma_ahead"].c_impl(backend, BK=32)]
+if device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
+    found[-1:-1] = [MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
+                    MMA_AHEAD.c_impl(backend, BK=32)]
 sizes = sorted({run.size, 8192})
 timings = run.timed(found, "fp16", sizes, warmup=5, repeats=20)
-bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (rungs.RUNG["mma_pipeline"], rungs.RUNG["mma_ahead"])]
+bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (MMA_PIPELINE, MMA_AHEAD)]
 try:                                      # bf16: the two copying rungs against the library's bf16
     timings += run.timed(bf16_found, "bf16", sizes, warmup=5, repeats=20)
 except ValueError as why:                 # a library without a bf16 GEMM on this device
@@ -129,7 +130,7 @@ peak = {}
 if backend.on_gpu:
     sms = device.multiprocessors
     for chains in (4, 16):
-        kernel = backend.compile(rungs.LABS / "07-tensor-cores" / "mma_peak.cu", "mma_peak",
+        kernel = backend.compile(MMA_TILES.source.parent / "mma_peak.cu", "mma_peak",
                                  {"CHAINS": chains})
         blocks, threads, steps = 8 * sms, 256, 4096
         out = backend.to_device(np.zeros(blocks * threads, np.float32))

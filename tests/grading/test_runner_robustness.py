@@ -346,6 +346,11 @@ def test_a_process_left_outside_its_childs_session_is_a_survivor_listed_and_kill
     marker = f"kc-survivor-{uuid.uuid4().hex}"
     left = subprocess.Popen(["sleep", "120"], env={"MARK": marker}, start_new_session=True)
     try:
+        # Popen returns once the child has let go of our memory in execve, a moment before
+        # the kernel has laid out its arguments: until then /proc shows no command line
+        began = time.monotonic()
+        while not Path(f"/proc/{left.pid}/cmdline").read_bytes() and time.monotonic() - began < 5:
+            time.sleep(0.01)
         listed = leftovers.survivors(run)
         assert any(s["pid"] == left.pid and s["command"] == "sleep 120" for s in listed), listed
         assert processes_with(marker.encode()) == []
