@@ -178,20 +178,9 @@ def bench_library(size: int) -> int:
 def resources() -> int:
     from . import bench
     from .backends import compile_only
-    from .lab import resource_table
-    from .rung import lockstep_width
+    from .lab import resource_report
     from .rungs import MATRIX_CORE, RUNGS
-    rows = []
-    for rung in RUNGS + MATRIX_CORE:
-        usage = rung.resources()
-        print(resource_table(usage))
-        # each target's build: its lockstep width's defaults (an AMD wavefront, its tile)
-        row = {"rung": rung.name, "resources": usage,
-               "defines": {r.target: rung.build(lockstep_width(r.target)).defines for r in usage}}
-        if rung.dynamic_shared:          # the table's shared B is the static part only
-            row["dynamic_shared_bytes"] = rung.launch_shared_by_target()
-            print(f"dynamic shared memory a launch asks for: {row['dynamic_shared_bytes']}")
-        rows.append(row)
+    rows = [{"rung": rung.name, **resource_report(rung)[0]} for rung in RUNGS + MATRIX_CORE]
     compilers = {"nvrtc": compile_only.nvrtc_version()}
     for name, version in (("hiprtc", compile_only.hiprtc_version), ("hipcc", compile_only.hipcc_version)):
         try:

@@ -105,3 +105,9 @@ def detect() -> Device:
                     f"runtime failed: {seen}\n  fix: {FIXES[vendor]}") from exc
             why_not[vendor] = seen
     return Device("cpu", "CPU", why_not=why_not)
+
+
+def lockstep_width(target: str) -> int:
+    """Threads in lockstep on a compile target: gfx9 (GCN, CDNA) runs wavefronts of 64,
+    NVIDIA and AMD's RDNA (gfx10 onward) 32."""
+    return 64 if target.startswith("gfx9") else 32

@@ -24,7 +24,7 @@ from pathlib import Path
 from . import bench
 from .backends import BACKENDS, get_backend
 from .backends.compile_only import CompilerNotFound, ResourceUsage, compile_for
-from .device import Device, DeviceDetectionError, detect
+from .device import Device, DeviceDetectionError, detect, lockstep_width
 from .verify import GemmImpl, Report, verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,21 +123,9 @@ class LabRun:
                 for t in bench.compare(found, size, size, size, library=lib, **bench_kwargs)]
 
     def resources(self, rung, variants: tuple[dict, ...] = ({},)) -> list[dict]:
-        """The rung's C kernel built with each dict of defines in `variants`, for sm_90 and
-        gfx90a, with no GPU: registers, shared memory and spills, printed and (on a GPU run)
-        saved. A build that spills fails the lab: spilled registers live in device memory."""
-        builds = []
-        for defines in variants:
-            usage = rung.resources(**defines)
-            print(rung.kernel, rung.config(**defines),
-                  *(["(gfx90a: its wavefront's defaults)"] if rung.lockstep_defines else []))
-            print(resource_table(usage), end="\n\n")
-            build = {"defines": rung.config(**defines), "resources": usage}
-            if rung.dynamic_shared:          # the table's shared B is the static part only
-                build["dynamic_shared_bytes"] = rung.launch_shared_by_target(**defines)
-                print("dynamic shared memory a launch asks for: " + ", ".join(
-                    f"{t} {b} B" for t, b in build["dynamic_shared_bytes"].items()), end="\n\n")
-            builds.append(build)
+        """resource_report() of the rung's builds, saved on a GPU run. A build that spills
+        fails the lab: spilled registers live in device memory."""
+        builds = resource_report(rung, variants)
         spilled = [b["defines"] for b in builds for r in b["resources"] if getattr(r, "spills", False)]
         assert not spilled, f"{rung.name} spills registers with {spilled}"
         self.save(f"resources-{rung.name}", {"rung": rung.name, "builds": builds})
@@ -230,6 +218,28 @@ def resource_usage(source, kernel: str, defines: dict | None = None,
                            f"(found: {', '.join(build.resources) or 'none'})")
         rows.append(build.resources[kernel])
     return rows
+
+
+def resource_report(rung, variants: tuple[dict, ...] = ({},),
+                    targets: tuple[str, ...] = ("sm_90", "gfx90a")) -> list[dict]:
+    """The rung's C kernel built with each dict of defines in `variants` for each target, with
+    no GPU, printed as a table: per variant, each target's defines (its lockstep width's
+    defaults: an AMD wavefront, its tile), registers, shared memory and spills, and the
+    dynamic shared memory a launch asks for where the rung's is dynamic."""
+    builds = []
+    for defines in variants:
+        usage = rung.resources(targets, **defines)
+        print(rung.kernel, rung.config(**defines),
+              *(["(gfx90a: its wavefront's defaults)"] if rung.lockstep_defines else []))
+        print(resource_table(usage), end="\n\n")
+        build = {"defines": {t: rung.build(lockstep_width(t), **defines).defines for t in targets},
+                 "resources": usage}
+        if rung.dynamic_shared:          # the table's shared B is the static part only
+            build["dynamic_shared_bytes"] = rung.launch_shared_by_target(targets, **defines)
+            print("dynamic shared memory a launch asks for: " + ", ".join(
+                f"{t} {b} B" for t, b in build["dynamic_shared_bytes"].items()), end="\n\n")
+        builds.append(build)
+    return builds
 
 
 def resource_table(rows: list) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .backends.base import ceil_div
+from .device import lockstep_width
 from .gemm import Suite
 from .lab import resource_usage
 from .source import bf16_build
@@ -41,12 +42,6 @@ _DEFAULT = re.compile(r"^[ \t]*#[ \t]*ifndef[ \t]+(\w+)[ \t]*\n[ \t]*#[ \t]*defi
 def defaults_in(source: Path) -> dict[str, int]:
     """The defines a kernel file gives defaults to, in the order it declares them."""
     return {name: int(value) for name, value in _DEFAULT.findall(Path(source).read_text())}
-
-
-def lockstep_width(target: str) -> int:
-    """Threads in lockstep on a compile target: gfx9 (GCN, CDNA) runs wavefronts of 64,
-    NVIDIA and AMD's RDNA (gfx10 onward) 32."""
-    return 64 if target.startswith("gfx9") else 32
 
 
 @dataclass(frozen=True, eq=False)

@@ -102,8 +102,7 @@ assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float
 # to save memory traffic; zero spills is what keeps that bargain.
 
 # %%
-usage = [row for rung in rungs.RUNGS for row in rung.resources()]
-print(lab.resource_table(usage))
+usage = [row for rung in rungs.RUNGS for row in lab.resource_report(rung)[0]["resources"]]
 assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 
 # %% [markdown]
