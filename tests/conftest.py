@@ -107,7 +107,8 @@ SLOW = {
     "test_cpu_backend.py": r"test_each_rung_of_the_ladder|test_each_broken_tiled_kernel|test_a_grid_rounded_down"
                            r"|test_an_fp16_accumulator|test_a_kernel_that_never_finishes|test_a_read_past_the_end",
     "test_diagnosis.py": r"test_a_variant_fails|test_a_hang_is_shown",
-    "test_exercises.py": r"test_0[12]_|test_a_known_wrong_answer|test_the_notebook_runs",
+    "test_exercise_folders.py": r"test_the_notebook_runs",
+    "test_exercises.py": r"test_0[12]_|test_a_known_wrong_answer",
     "test_figures.py": r"test_the_script_writes_every_figure",
     "test_grade.py": r"",
     "test_lab_backends.py": r"test_a_lab_runs_or_says",

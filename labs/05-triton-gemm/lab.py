@@ -28,7 +28,8 @@
 # interpreter (correctness; timings labelled wall clock) and the compiler runs ahead of
 # time for sm_90 and gfx942 (section 11). The code: `gemm_kernels.py`, `configs.py` (the
 # candidates), `dispatch.py` (which kernel runs), `triton_gemm.py` (autotuners and
-# wrapper), `l2_grouping.py` and `aot_report.py` (the analyses).
+# wrapper), `measure.py` (timing against the library), `l2_grouping.py` and
+# `aot_report.py` (the analyses).
 
 # %%
 import inspect
@@ -40,7 +41,7 @@ import triton
 
 from kernelcourse import bench, lab, plots
 from kernelcourse.ladder import relative_error
-from kernelcourse.verify import TOLERANCE, GemmImpl
+from kernelcourse.verify import GemmImpl
 
 run = lab.start(gpu_size=4096, cpu_size=128, kinds=("triton",))
 print(run.describe())
@@ -52,6 +53,7 @@ import configs  # noqa: E402
 import dispatch  # noqa: E402
 import gemm_kernels  # noqa: E402
 import l2_grouping  # noqa: E402
+import measure  # noqa: E402
 import triton_gemm  # noqa: E402
 
 record = {"lab": "05-triton-gemm"}          # what a GPU run saves, in the last cell
@@ -177,38 +179,14 @@ record["verification"] = {d: {"passed": r.passed, "config": r.impl, "worst": r.d
 # timed). On the CPU: the interpreter's wall clock, labelled, and no library.
 
 # %%
-def repeats(M: int, N: int, K: int) -> dict:
-    return dict(warmup=5, repeats=30) if M * N * K >= 4096**3 else dict(warmup=10, repeats=50)
-
-
 masked_fp16 = triton_gemm.triton_gemm_impl(run.triton, "fp16", "masked")
-print(bench.table(run.timed([masked_fp16], "fp16", **repeats(*(run.size,) * 3))))
+print(bench.table(run.timed([masked_fp16], "fp16", **measure.repeats(*(run.size,) * 3))))
 
 # %% [markdown]
 # On a GPU, the whole plan: fp16 and bf16 at 4096³, 8192³, 4000³ (no tile divides it),
 # 8192x8192x512 (short K) and 16384x1024x4096 (tall and skinny), tf32 and fp32 at 4096³.
 # After timing, each winner runs once more through the harness (`relative_error`: fresh
 # inputs, float64 reference): every configuration the autotuner picked is verified.
-
-# %%
-def library_timing(dtype: str, shape: tuple) -> bench.Timing:
-    library = bench.time_gemm(run.library(dtype), *shape, **repeats(*shape))
-    library.of_library = 1.0
-    return library
-
-
-def winner(dtype: str, shape: tuple, path: str, library: bench.Timing) -> dict:
-    """One kernel path, autotuned at `shape`, timed against `library`; its winner verified."""
-    impl = triton_gemm.triton_gemm_impl(run.triton, dtype, path)
-    timing = bench.time_gemm(impl, *shape, **repeats(*shape))
-    timing.of_library = timing.tflops / library.tflops
-    ran = impl.runs[shape]
-    error = relative_error(impl, *shape, seed=1)
-    assert impl.runs[shape]["config"] == ran["config"], "the check ran another configuration"
-    assert error <= TOLERANCE[dtype], f"{path} {dtype} {shape}, {ran['config']}: {error:.1e}"
-    return {"timing": timing, "of_library": timing.of_library, "config": ran["config"],
-            "config_name": configs.config_name(ran["config"]), "rel_error": error}
-
 
 # %%
 if run.on_gpu:
@@ -219,9 +197,9 @@ if run.on_gpu:
     plan += [(dtype, (4096,) * 3) for dtype in ("tf32", "fp32") if dtype in DTYPES]
     rows = record["benchmarks"] = []
     for dtype, shape in plan:
-        library = library_timing(dtype, shape)
+        library = measure.library_timing(run, dtype, shape)
         rows.append({"dtype": dtype, "shape": list(shape), "library": library,
-                     "masked": winner(dtype, shape, "masked", library)})
+                     "masked": measure.winner(run, dtype, shape, "masked", library)})
         m = rows[-1]["masked"]
         print(f"{dtype:5} {'x'.join(map(str, shape)):>16}: library {library.tflops:6.1f} TFLOP/s, "
               f"masked {100 * m['of_library']:5.1f}% ({m['config_name']}, error {m['rel_error']:.1e})")
@@ -305,7 +283,7 @@ if run.on_gpu:
             "shapes_by_path": impl.shapes_by_path()}
         for r in rows:
             if r["dtype"] == dtype:
-                r["tma"] = winner(dtype, tuple(r["shape"]), "tma", r["library"])
+                r["tma"] = measure.winner(run, dtype, tuple(r["shape"]), "tma", r["library"])
                 print(f"{dtype:5} {'x'.join(map(str, r['shape'])):>16}: masked "
                       f"{100 * r['masked']['of_library']:5.1f}%, TMA "
                       f"{100 * r['tma']['of_library']:5.1f}% of the library ({r['tma']['config_name']})")
@@ -409,9 +387,9 @@ if run.on_gpu:
     for dtype in best:
         for shape in ((size,) * 3 for size in (512, 1024, 2048, 3072, 4096, 6144, 8192)):
             if (dtype, shape) not in done:
-                library = library_timing(dtype, shape)
+                library = measure.library_timing(run, dtype, shape)
                 done[dtype, shape] = {"dtype": dtype, "shape": list(shape), "library": library,
-                                      best[dtype]: winner(dtype, shape, best[dtype], library)}
+                                      best[dtype]: measure.winner(run, dtype, shape, best[dtype], library)}
             sweep.append(done[dtype, shape])
     for r in sweep:
         kernel = r[best[r["dtype"]]]["timing"]
