@@ -14,7 +14,8 @@
 #                                 markers), MARK='<pytest -m expression>' too; WORKERS=0: one process
 #   make test-fast                the same without the slowest tests and the notebooks (under a minute)
 #   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
-#   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU (LAB= ...)
+#   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU (LAB= ...,
+#                                 GPU_WORKERS=4: four pytest workers sharing the GPU)
 #   make doctor                   what works here and how to fix what does not
 #   make notebooks                open the lab notebooks in JupyterLab
 #   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
@@ -99,10 +100,12 @@ $(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
 
 # On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
 # machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).
-# One process: the GPU tests time kernels, and two workers would share the GPU. With LAB= (or
+# One process by default: some GPU tests time kernels (none asserts a speed), and workers
+# share the GPU. GPU_WORKERS=4 runs four (the H200's suite: 543 s with four). With LAB= (or
 # EX=, PART=), tests/test_notebooks.py goes with the notebooks, for the conftest that marks them.
+GPU_WORKERS ?= 0
 test-gpu: $(SETUP)
-	$(PYTHON) -m pytest -m "gpu$(SELECT)" tests
+	$(PYTHON) -m pytest $(if $(filter-out 0,$(GPU_WORKERS)),-n $(GPU_WORKERS) --dist loadfile --no-loadscope-reorder) -m "gpu$(SELECT)" tests
 	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest $(if $(SELECT),-m "notebooks$(SELECT)" tests/test_notebooks.py) \
 	  --nbmake $(wildcard labs/*/lab.ipynb))
 

@@ -71,6 +71,9 @@ def rotating_sets(impl: GemmImpl, M: int, N: int, K: int, max_sets: int = 32,
 
 
 HOLD_MS = 1.0       # longer than any wrapper takes to queue a launch and its two events
+# Where kernels run on the CPU (the cpu backend, Triton's interpreter) a time is the
+# emulation's, which says nothing of a GPU: one call, no warm-up, is enough to show it.
+CPU_TIMING = {"warmup": 0, "repeats": 1}
 
 
 @dataclass

@@ -178,7 +178,7 @@ def bench_library(size: int) -> int:
 def resources() -> int:
     from . import bench
     from .backends import compile_only
-    from .lab import resource_report
+    from .resources import resource_report
     from .rungs import MATRIX_CORE, RUNGS
     rows = [{"rung": rung.name, **resource_report(rung)[0]} for rung in RUNGS + MATRIX_CORE]
     compilers = {"nvrtc": compile_only.nvrtc_version()}

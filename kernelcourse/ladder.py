@@ -64,7 +64,7 @@ def measure(found: list[Step], size: int) -> list[Step]:
         if step.impl.backend.on_gpu:
             kwargs = step.rung.bench_kwargs if step.rung else {}
         else:
-            kwargs = {"warmup": 0, "repeats": 1}
+            kwargs = bench.CPU_TIMING
         step.timing = bench.time_gemm(step.impl, size, size, size, **kwargs)
     lib = next((s for s in found if s.rung is None), None)
     if lib is not None:

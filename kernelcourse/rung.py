@@ -30,7 +30,7 @@ from typing import Callable
 from .backends.base import ceil_div
 from .device import lockstep_width
 from .gemm import Suite
-from .lab import resource_usage
+from .resources import resource_usage
 from .source import bf16_build
 from .verify import GemmImpl
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU checks of a release, on a machine with an NVIDIA GPU and its own Python (no set-up):
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
-# Steps: test-gpu (the gpu-marked tests; summary kept in results/), test-gpu:PATH[,PATH]
+# Steps: test-gpu (the gpu-marked tests, GPU_WORKERS=4 pytest workers; summary kept in results/), test-gpu:PATH[,PATH]
 # (those test files only, their summary appended to results/, for a run split over calls
 # that each have a time limit; GPU_TESTS_K=EXPR: only the tests pytest -k EXPR selects), bench-library, lab01 ..
 # lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
-# spread between repeated timings of lab 05's TMA kernel at 8192), launch-overhead (small
+# spread between repeated timings of lab 05's TMA kernel at 8192), autotune-noise (each TMA
+# candidate at 512-2048 timed by three clocks, and the autotuner's picks with two), launch-overhead (small
 # GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
@@ -18,7 +19,7 @@
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 run-to-run launch-overhead check-sanitize grade simt-top profile profile-fp16 dynamic-shared}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 run-to-run autotune-noise launch-overhead check-sanitize grade simt-top profile profile-fp16 dynamic-shared}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -33,14 +34,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 run_step() {
   case $1 in
-    test-gpu)      "$py" -m pytest -m gpu tests -rA -p no:cacheprovider --durations=10 ;;
+    test-gpu)      "$py" -m pytest -m gpu tests -n "${GPU_WORKERS:-4}" --dist loadfile --no-loadscope-reorder \
+                     -rA -p no:cacheprovider --durations=10 ;;
     test-gpu:*)    IFS=, read -ra paths <<< "${1#test-gpu:}"
                    selected=(); [ -n "${GPU_TESTS_K:-}" ] && selected=(-k "$GPU_TESTS_K")
-                   "$py" -m pytest -m gpu "${paths[@]}" "${selected[@]}" -rA -p no:cacheprovider --durations=10 ;;
+                   "$py" -m pytest -m gpu "${paths[@]}" "${selected[@]}" -n "${GPU_WORKERS:-4}" --dist loadfile \
+                     --no-loadscope-reorder -rA -p no:cacheprovider --durations=10 ;;
     bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;
     lab0?)         "$py" -m kernelcourse run-lab "${1#lab}" ;;
     run-to-run)    "$py" labs/05-triton-gemm/run_to_run.py ;;
+    autotune-noise) "$py" labs/05-triton-gemm/autotune_noise.py ;;
     launch-overhead) "$py" labs/05-triton-gemm/launch_overhead.py ;;
     simt-top)      "$py" labs/06-warp-tiling/sweep.py ;;
     profile)       "$py" -m kernelcourse profile --size 4096 ;;
@@ -71,7 +75,7 @@ run_step() {
 for step in $steps; do
   echo "=== $step"
   start=$(date +%s)
-  log=$logs/$(echo "$step" | tr '/:,' '___').log
+  log=$logs/$(echo "$step" | tr '/:,' '___' | cut -c1-120).log   # (a long test-gpu: list cut)
   run_step "$step" > "$log" 2>&1
   rc=$?
   echo "rc=$rc $step ($(( $(date +%s) - start )) s)" | tee -a "$out/summary.txt"

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from kernelcourse import gemm, lab, rungs
+from kernelcourse import gemm, lab, resources, rungs
 from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, hip_compile,
                                                 nvrtc_compile)
 from kernelcourse.device import Device, detect
@@ -130,14 +130,14 @@ def test_grid_covers_c(name, defines, M, N):
 
 def test_resource_usage_says_which_compiler_is_missing(monkeypatch):
     """A target whose compiler is not installed gets a line saying so; the others, numbers."""
-    compile_for = lab.compile_for
+    compile_for = resources.compile_for
     missing = CompilerNotFound("hipcc is not on PATH", "hipcc", "install ROCm")
 
     def without_amd_compiler(source, target, defines=None):
         if target.startswith("gfx"):
             raise missing
         return compile_for(source, target, defines)
-    monkeypatch.setattr(lab, "compile_for", without_amd_compiler)
+    monkeypatch.setattr(resources, "compile_for", without_amd_compiler)
     sm90, gfx90a = RUNG["tiled"].resources()
     assert (sm90.target, sm90.kernel, sm90.shared_bytes) == ("sm_90", "sgemm_tiled", 8192)
     assert gfx90a == "gfx90a: not compiled here (hipcc not installed; fix: install ROCm)"
@@ -148,9 +148,9 @@ def test_resource_usage_raises_what_is_the_kernels_fault():
     'not compiled': only a missing compiler is the machine's fault."""
     rung = RUNG["tiled"]
     with pytest.raises(KeyError, match="no kernel 'sgemm_tild'.*found: sgemm_tiled"):
-        lab.resource_usage(rung.source, "sgemm_tild", rung.config())
+        resources.resource_usage(rung.source, "sgemm_tild", rung.config())
     with pytest.raises(CompileError, match="TILE"):
-        lab.resource_usage(rung.source, rung.kernel, rung.config(TILE=64))
+        resources.resource_usage(rung.source, rung.kernel, rung.config(TILE=64))
 
 
 def test_c_impl_compiles_once_at_creation():

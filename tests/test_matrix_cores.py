@@ -9,6 +9,8 @@ the launch with the reason. Each rung compiles for sm_90 and gfx90a (wavefront 6
 spills and no stack. GPU (`-m gpu`): the GPU suite in fp16 and bf16 on the cuda backend.
 """
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -268,3 +270,18 @@ def test_passes_the_gpu_suite_in_its_precision(rung, defines, cuda_backend):
     report = verify(rung.c_impl(cuda_backend, **defines), GPU_SUITE)
     assert report.passed, str(report)
     assert report.dtype == ("bf16" if defines.get("KC_BF16") else "fp16")
+
+
+@pytest.mark.parametrize("bk", [32, 64])
+def test_the_dynamic_shared_experiment_builds_mma_pipeline_and_passes(cpu, bk):
+    """labs/07-tensor-cores/dynamic_shared.py rewrites mma_pipeline.cu (stages into dynamic
+    shared memory, and a K slice of 64): its rewrites still apply to the file, and the build
+    passes a ragged shape on the cpu backend, asking for the shared memory it declares."""
+    sys.path.insert(0, str(rungs.LABS / "07-tensor-cores"))
+    import dynamic_shared
+    rung = dynamic_shared.dynamic_rung(bk)
+    tile = {"BM": 128, "BN": 128, "WM": 64, "WN": 32, "STAGES": 3}
+    assert rung.build(1, **tile).launch_shared == 3 * (128 + 128) * bk * 2
+    ragged = Suite("ragged", 64, (Shape(130, 135, 70, "ragged"),))
+    report = verify(rung.c_impl(cpu, **tile), suite=ragged, verbose=False)
+    assert report.passed, report.diagnosis

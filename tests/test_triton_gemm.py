@@ -153,6 +153,18 @@ def test_the_size_plot_draws_without_a_gpu(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_autotuners_time_with_the_harness_clock(triton_backend):
+    """Every autotuner times its candidates through bench.time_launches (the held device),
+    not Triton's do_bench; the clock answers the quantiles the autotuner asks for."""
+    tuners = [triton_gemm.matmul_autotuned, *triton_gemm.tma_autotuned.values()]
+    assert all(t.do_bench is triton_gemm._autotune_bench for t in tuners)
+    calls = []
+    times = triton_gemm._autotune_bench(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8))
+    assert len(calls) == 55                                   # 5 untimed, 50 timed
+    assert len(times) == 3 and times[1] <= times[0] <= times[2]
+    assert triton_gemm._autotune_bench(lambda: None) >= 0      # no quantiles: the median
+
+
 def test_pruning_for_operand_width_and_mode():
     """On an H200 (227 KB of shared memory per block) every 16-bit candidate fits; fp32
     operands lose the tiles whose pipeline is too big, and in ieee mode (FMA units) also

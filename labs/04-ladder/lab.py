@@ -58,7 +58,7 @@
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
-from kernelcourse import lab, ladder, roofline, rungs
+from kernelcourse import lab, ladder, resources, roofline, rungs
 
 run = lab.start(gpu_size=4096, cpu_size=24)
 device = run.device
@@ -102,7 +102,7 @@ assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float
 # to save memory traffic; zero spills is what keeps that bargain.
 
 # %%
-usage = [row for rung in rungs.RUNGS for row in lab.resource_report(rung)[0]["resources"]]
+usage = [row for rung in rungs.RUNGS for row in resources.resource_report(rung)[0]["resources"]]
 assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 
 # %% [markdown]

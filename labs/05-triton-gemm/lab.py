@@ -37,9 +37,9 @@ import sys
 
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 import torch
-import triton
 
 from kernelcourse import bench, lab, plots
+from kernelcourse.gemm import flops
 from kernelcourse.ladder import relative_error
 from kernelcourse.verify import GemmImpl
 
@@ -347,21 +347,22 @@ def tf32_impl(cfg: dict, k_major: bool) -> GemmImpl:
 
 if run.on_gpu and "tf32" in DTYPES:
     n = 4096
-    g = torch.Generator(device="cuda").manual_seed(2)
-    a = torch.rand(n, n, device="cuda", generator=g)
-    b = torch.rand(n, n, device="cuda", generator=g)
-    b_k_major = b.t().contiguous().t()              # the same values, k contiguous
-    c = torch.empty(n, n, device="cuda")
     record["tf32_layout"] = []
     for cfg in (configs.config(128, 256, 32, 3, 8), configs.config(64, 64, 32, 5, 2)):
         d = configs.config_dict(cfg)
-        for layout, bb in (("row-major B", b), ("K-major B", b_k_major)):
-            ms = triton.testing.do_bench(lambda: triton_gemm.matmul(
-                a, bb, c, precision="tf32", config=d, path="masked"), warmup=25, rep=100)
-            error = relative_error(tf32_impl(d, bb is b_k_major), n, n, n)
+        sets = bench.rotating_sets(tf32_impl(d, k_major=False), n, n, n)
+        for layout, k_major in (("row-major B", False), ("K-major B", True)):
+            # the same values of B, k contiguous or n contiguous, made before the clock runs
+            inputs = [(a, b.t().contiguous().t() if k_major else b, c) for a, b, c in sets]
+            timed = bench.time_launches(run.triton, lambda a, b, c: triton_gemm.matmul(
+                a, b, c, precision="tf32", config=d, path="masked"), inputs=inputs,
+                **measure.repeats(n, n, n))
+            error = relative_error(tf32_impl(d, k_major), n, n, n)
+            tflops = flops(n, n, n) / timed.median / 1e9
             record["tf32_layout"].append({"config": configs.config_name(cfg), "layout": layout,
-                                          "ms": ms, "tflops": 2 * n**3 / ms / 1e9, "rel_error": error})
-            print(f"{configs.config_name(cfg):22} {layout:12} {2 * n**3 / ms / 1e9:6.1f} TFLOP/s "
+                                          "ms": timed.median, "spread_ms": timed.spread,
+                                          "tflops": tflops, "rel_error": error})
+            print(f"{configs.config_name(cfg):22} {layout:12} {tflops:6.1f} TFLOP/s "
                   f"(error {error:.1e})")
     tf32 = next(r for r in rows if r["dtype"] == "tf32")
     print(f"library tf32: {tf32['library'].tflops:.1f} TFLOP/s; autotuned masked tf32: "

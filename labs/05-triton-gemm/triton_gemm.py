@@ -22,7 +22,8 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelcourse.backends import interpreted
+from kernelcourse import bench
+from kernelcourse.backends import get_backend, interpreted
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl
 
@@ -57,13 +58,24 @@ def prune_configs(configs, named_args, **kwargs):
     return fits or configs[-1:]
 
 
-# How the autotuners time each candidate: Triton's defaults, 25 ms of warm-up and
-# 100 ms of repeats (about 70 launches at 8192^3), about 0.13 s per candidate and new
-# shape. The best candidates are often a few percent apart; with 10 + 40 ms the timing
-# noise sometimes exceeded that, and the slower pipeline depth won the tuning and every
-# call after.
-def _autotune_bench(kernel_call, quantiles):
-    return triton.testing.do_bench(kernel_call, warmup=25, rep=100, quantiles=quantiles)
+# How the autotuners time each candidate: with the harness's timer, as every other
+# timing in the course (bench.time_launches: the GPU held before each launch, so the
+# host's time to queue it is not counted; 5 untimed launches, then the median of 50).
+# Triton's own do_bench records its event pair around the host's call: at 512^3 and
+# 1024^3 it gave 27-98 us for TMA kernels of 7-17 us, and in twelve fresh tunings there
+# picked four different tiles, where this clock picked the fastest (128x64) all twelve
+# times (results/triton-gemm-autotune-noise-<device>.json, autotune_noise.py).
+@functools.lru_cache(maxsize=None)
+def _timing_backend():
+    return get_backend("triton")
+
+
+def _autotune_bench(kernel_call, quantiles=None):
+    launches = bench.time_launches(_timing_backend(), kernel_call, repeats=50, warmup=5)
+    if quantiles is None:
+        return launches.median
+    times = sorted(launches.ms)
+    return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
 
 
 # One tuning per (M, N, K, precision mode); Triton adds the tensors' dtypes to the

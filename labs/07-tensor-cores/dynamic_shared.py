@@ -2,8 +2,8 @@
 
 A block may declare at most 48 KB of shared memory statically; more needs dynamic shared
 memory and a raised limit. This experiment, NVIDIA only, builds mma_pipeline.cu with its
-two stage arrays moved into dynamic shared memory by hand (through CuPy: the harness's own
-way, Rung.dynamic_shared, came after it, with mma_ahead.cu), then times, against cuBLAS fp16 at 4096³
+two stage arrays moved into dynamic shared memory (the file rewritten into build/, then
+built as a rung whose shared memory is dynamic, like mma_ahead.cu), then times, against cuBLAS fp16 at 4096³
 and 8192³: the default tile with 3, 4 and 6 stages; 128 x 256 and 256 x 128 tiles with
 4 stages (8 and 16 warps); and a K slice of 64 instead of 32 (half the barriers per
 FLOP; A's rows then swizzled as B's). Each build is first checked by verify() on three
@@ -11,23 +11,21 @@ shapes. Everything lands in results/tensor-cores-dynamic-shared-<device>.json.
 
     python labs/07-tensor-cores/dynamic_shared.py
 """
+import dataclasses
 import sys
-
-import numpy as np
 
 import kernelcourse  # noqa: F401
 from kernelcourse import bench, rungs
 from kernelcourse.backends import get_backend
-from kernelcourse.backends.compile_only import nvrtc_compile
 from kernelcourse.device import detect
 from kernelcourse.gemm import Shape, Suite
-from kernelcourse.lab import RESULTS
-from kernelcourse.source import KernelSource
+from kernelcourse.lab import REPO, RESULTS
+from kernelcourse.rung import Rung
 from kernelcourse.verify import GemmImpl, verify
 
 STATIC = """    __shared__ __align__(16) kc_elem As[STAGES][BM * BK];
     __shared__ __align__(16) kc_elem Bs[STAGES][BK * BN];"""
-DYNAMIC = """    extern __shared__ __align__(16) unsigned char kc_dynamic[];
+DYNAMIC = """    KC_DYNAMIC_SHARED(kc_dynamic);
     kc_elem (*As)[BM * BK] = reinterpret_cast<kc_elem (*)[BM * BK]>(kc_dynamic);
     kc_elem (*Bs)[BK * BN] = reinterpret_cast<kc_elem (*)[BK * BN]>(kc_dynamic + STAGES * BM * BK * sizeof(kc_elem));"""
 # BK = 64: a row of A is 8 chunks of 16 bytes, like a row of B, and takes B's swizzle
@@ -36,32 +34,30 @@ A_SWIZZLE = "        return r * BK + (((col / 8) ^ ((r / 2) % 4)) * 8) + col % 8
 A_SWIZZLE_64 = "        return r * BK + (((col / 8) ^ (r % 8)) * 8) + col % 8;"
 
 
-def source(bk: int) -> KernelSource:
-    text = rungs.RUNG["mma_pipeline"].source.read_text()
+def dynamic_rung(bk: int) -> Rung:
+    """mma_pipeline with its stages in dynamic shared memory and a K slice of `bk`."""
+    base = rungs.RUNG["mma_pipeline"]
+    text = base.source.read_text()
     for old, new in ((STATIC, DYNAMIC),) + (((BK32, "#define BK 64 "), (A_SWIZZLE, A_SWIZZLE_64))
                                             if bk == 64 else ()):
         assert text.count(old) == 1, old
         text = text.replace(old, new)
-    return KernelSource(text, f"mma_pipeline_dynamic_bk{bk}.cu")
+    path = REPO / "build" / "experiments" / f"mma_pipeline_dynamic_bk{bk}.cu"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return dataclasses.replace(base.with_files(source=path), dynamic_shared=True,
+                               shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * bk * 2)
 
 
 def impl(backend, bk: int, **tile) -> tuple[GemmImpl, dict]:
-    d = {"WARP": 32, "KC_BF16": 0, **tile}
-    build = nvrtc_compile(source(bk), backend.device.arch, d, ("-lineinfo",))
-    function = backend.cupy.RawModule(path=str(build.path)).get_function(rungs.RUNG["mma_pipeline"].kernel)
-    shared = d["STAGES"] * (d["BM"] + d["BN"]) * bk * 2
-    function.max_dynamic_shared_size_bytes = shared            # the raised limit
-    grid = lambda M, N: (-(-N // d["BN"]), -(-M // d["BM"]))   # noqa: E731
-    threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
-
-    def run(A, B, C, M, N, K):
-        function(grid(M, N), (threads,), (A, B, C, np.int32(M), np.int32(N), np.int32(K)),
-                 shared_mem=shared)
+    rung = dynamic_rung(bk)
+    build = rung.build(backend.device.lockstep_width, **tile)
     name = f"BK={bk} " + " ".join(f"{k}={v}" for k, v in tile.items())
-    usage = build.resources[rungs.RUNG["mma_pipeline"].kernel]
-    return GemmImpl(name, backend, run, "fp16"), {
-        "name": name, "defines": d, "BK": bk, "dynamic_shared_bytes": shared,
-        "registers": usage.registers, "spill_stores": usage.spill_stores}
+    gemm = dataclasses.replace(rung.c_impl(backend, **tile), name=name)
+    usage, = rung.resources((backend.device.arch,), strict=True, **tile)
+    return gemm, {"name": name, "defines": build.defines, "BK": bk,
+                  "dynamic_shared_bytes": build.launch_shared,
+                  "registers": usage.registers, "spill_stores": usage.spill_stores}
 
 
 TILES = [(32, dict(BM=128, BN=128, WM=64, WN=32, STAGES=3)),     # the rung's default, dynamic
