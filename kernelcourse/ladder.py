@@ -14,7 +14,7 @@ from . import bench, roofline
 from .gemm import Shape, Suite
 from .lab import REPO, LabRun
 from .rung import Rung
-from .rungs import RUNG, RUNGS
+from .rungs import FP32, RUNG
 from .verify import GemmImpl, run_shape
 
 BUILD = REPO / "build"
@@ -50,8 +50,8 @@ class Step:
 
 def steps(run: LabRun) -> list[Step]:
     """Every rung this run includes (C kernels, twins), then the library on a GPU."""
-    found = [Step(impl, rung) for rung in RUNGS for impl in run.impls(rung)]
-    found.sort(key=lambda s: (s.kind == "triton", RUNGS.index(s.rung)))
+    found = [Step(impl, rung) for rung in FP32 for impl in run.impls(rung)]
+    found.sort(key=lambda s: (s.kind == "triton", FP32.index(s.rung)))
     if run.on_gpu:
         found.append(Step(run.library(), None))
     return found
@@ -147,7 +147,7 @@ def predicted(device_name: str = "H200") -> tuple[str, list[dict]]:
              f"{bw} TB/s; ridge {roofline.ridge_point(peak, bw):.1f} FLOP/byte)",
              f"{'rung':10} {'FLOP/byte':>9} {'bound TFLOP/s':>13}  limited by"]
     points = []
-    for rung in RUNGS:
+    for rung in FP32:
         i = rung.intensity()
         bound = min(peak, i * bw)
         lines.append(f"{rung.name:10} {i:9.2f} {bound:13.1f}  "

@@ -2,7 +2,7 @@
 
     python -m kernelcourse profile [--size 4096] [--ladder fp32|fp16]   # NVIDIA GPU, ncu
 
-Every rung of labs 01-06 (the C kernels of `rungs.RUNGS`, their Triton twins, lab 05's
+Every rung of labs 01-06 (the C kernels of `rungs.FP32`, their Triton twins, lab 05's
 Triton GEMM in fp32) and cuBLAS SGEMM run once each at size^3, in a child process that
 Nsight Compute profiles. Each is first run outside the profiled region (JIT compiles,
 autotuning, module loads), then once between cudaProfilerStart and cudaProfilerStop, so
@@ -92,10 +92,10 @@ def profiled(ladder: str) -> tuple[list, list, str]:
         kernels = [rung.kernel for rung in rungs.MATRIX_CORE]
         impls += [triton_gemm.triton_gemm_impl(triton, "fp16"), bench.library_impl(cuda, "fp16")]
         return impls, kernels + [None, None], "fp16"
-    impls = [rung.c_impl(cuda) for rung in rungs.RUNGS]
-    impls += [rung.triton_impl(triton) for rung in rungs.RUNGS if rung.twin is not None]
+    impls = [rung.c_impl(cuda) for rung in rungs.FP32]
+    impls += [rung.triton_impl(triton) for rung in rungs.FP32 if rung.twin is not None]
     impls += [triton_gemm.triton_gemm_impl(triton, "fp32"), bench.library_impl(cuda, "fp32")]
-    return impls, [rung.kernel for rung in rungs.RUNGS] + [None] * (len(impls) - len(rungs.RUNGS)), "fp32"
+    return impls, [rung.kernel for rung in rungs.FP32] + [None] * (len(impls) - len(rungs.FP32)), "fp32"
 
 
 def child(size: int, order_file: Path, ladder: str = "fp32") -> None:
@@ -224,7 +224,7 @@ def main(argv: list[str]) -> int:
     from .backends import get_backend
     what = ("every C rung of labs 01-06, their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM"
             if ladder == "fp32" else "lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS")
-    ladder_rungs = rungs.RUNGS if ladder == "fp32" else rungs.MATRIX_CORE
+    ladder_rungs = rungs.FP32 if ladder == "fp32" else rungs.MATRIX_CORE
     path = bench.save(RESULTS / f"{stem}.json", {
         "what": f"Nsight Compute ({version}, --clock-control none) on {what} at {size}^3, "
                 f"{ladder}: one profiled call each, after warm-up",

@@ -34,6 +34,6 @@ def of_lab(number: str) -> tuple[Rung, ...]:
 
 # The fp32 ladder on the CUDA cores (labs 01-03 and 06, which lab 04 runs together), and the
 # matrix cores' ladder in 16-bit precisions (lab 07), whose library is another GEMM.
-RUNGS: tuple[Rung, ...] = tuple(r for rungs in BY_LAB.values() for r in rungs if r.dtype == "fp32")
+FP32: tuple[Rung, ...] = tuple(r for rungs in BY_LAB.values() for r in rungs if r.dtype == "fp32")
 MATRIX_CORE: tuple[Rung, ...] = tuple(r for rungs in BY_LAB.values() for r in rungs if r.dtype != "fp32")
-RUNG: dict[str, Rung] = {r.name: r for r in RUNGS + MATRIX_CORE}
+RUNG: dict[str, Rung] = {r.name: r for r in FP32 + MATRIX_CORE}

@@ -13,7 +13,7 @@ from kernelcourse.backends.compile_only import CompileError
 from kernelcourse.backends.compile_only.nvrtc import nvrtc_compile
 from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE
-from kernelcourse.rungs import RUNGS
+from kernelcourse.rungs import FP32
 from kernelcourse.verify import verify
 from rung_bugs import MISALIGNED_SUITE, misaligned_regblock
 from tiled_bugs import tiled
@@ -28,7 +28,7 @@ def cpu():
     return CpuBackend(timeout_s=20)
 
 
-@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", FP32, ids=lambda r: r.name)
 def test_each_rung_of_the_ladder_passes_the_whole_cpu_suite(cpu, rung):
     report = verify(rung.c_impl(cpu), CPU_SUITE, repeats=3)
     assert report.passed and report.cause == "ok", str(report)

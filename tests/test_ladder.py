@@ -35,11 +35,11 @@ BUILD_IDS = [f"{name}-{'-'.join(f'{k}{v}' for k, v in d.items()) or 'default'}" 
 # ----------------------------------------------------------------------------- CPU
 
 def test_rungs_in_ladder_order():
-    assert [r.name for r in rungs.RUNGS] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
-    for rung in rungs.RUNGS:
+    assert [r.name for r in rungs.FP32] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
+    for rung in rungs.FP32:
         assert rung.source.is_file() and (rung.twin is None or rung.twin.is_file())
         assert rung.kernel in rung.source.read_text()
-    assert [r.name for r in rungs.RUNGS if r.twin is None] == ["double_buffer", "warp_tiling"]
+    assert [r.name for r in rungs.FP32 if r.twin is None] == ["double_buffer", "warp_tiling"]
 
 
 def test_analytic_intensity():
@@ -185,7 +185,7 @@ def test_the_c_rungs_agree_bit_for_bit(where):
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
     results = {}
-    for rung in rungs.RUNGS:
+    for rung in rungs.FP32:
         C = backend.to_device(np.full((M, N), np.nan, np.float32))
         rung.c_impl(backend)(backend.to_device(A), backend.to_device(B), C, M, N, K)
         backend.synchronize()

@@ -121,7 +121,7 @@ def test_bf16_needs_gfx90a_on_amd():
 
 def test_registered_with_its_precision_and_lanes():
     assert rungs.MATRIX_CORE == (MMA_TILES, MMA_PIPELINE, MMA_AHEAD) and rungs.RUNG["mma_tiles"] is MMA_TILES
-    assert MMA_TILES.dtype == "fp16" and MMA_TILES not in rungs.RUNGS
+    assert MMA_TILES.dtype == "fp16" and MMA_TILES not in rungs.FP32
     assert MMA_TILES.build(64).defines["WARP"] == 64                 # an AMD wavefront
     assert MMA_TILES.build(32).defines["WARP"] == 32
     assert MMA_TILES.build(1).defines["WARP"] == 32                  # the cpu backend: NVIDIA's

@@ -69,9 +69,9 @@ def test_each_lab_declares_its_own_rungs_beside_their_files():
         for rung in lab_rungs:
             assert rung.source.parent == folder and rung.kernel in rung.source.read_text()
             assert rung.twin is None or rung.twin.parent == folder
-    assert [r.name for r in rungs.RUNGS] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
+    assert [r.name for r in rungs.FP32] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
     assert [r.name for r in rungs.MATRIX_CORE] == ["mma_tiles", "mma_pipeline", "mma_ahead"]
-    assert len(rungs.RUNG) == len(rungs.RUNGS) + len(rungs.MATRIX_CORE)   # no name twice
+    assert len(rungs.RUNG) == len(rungs.FP32) + len(rungs.MATRIX_CORE)   # no name twice
 
 
 def test_a_build_holds_every_define_for_its_width():

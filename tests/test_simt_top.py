@@ -80,7 +80,7 @@ def misaligned(impl: GemmImpl) -> GemmImpl:
 
 def test_registered_at_the_top_of_the_ladder():
     assert [r.name for r in rungs.of_lab("06")] == ["double_buffer", "warp_tiling"]
-    assert rungs.RUNGS[-2:] == rungs.of_lab("06")
+    assert rungs.FP32[-2:] == rungs.of_lab("06")
     for rung in rungs.of_lab("06"):
         assert rungs.RUNG[rung.name] is rung
         assert rung.source.is_file() and rung.kernel in rung.source.read_text()
@@ -360,7 +360,7 @@ from kernelcourse.verify import verify
 cuda = get_backend("cuda")
 ragged = (Shape(165, 99, 128, "M and N ragged"), Shape(67, 45, 93, "all three ragged"), Shape(1, 1, 1, "one"))
 big = (Shape(1100, 1060, 76, "ragged in all three, 81 blocks of 128 x 128, float4 rows"),)
-for rung in rungs.RUNGS:
+for rung in rungs.FP32:
     # as the rung runs these shapes (lab 06's: their small tile), then lab 06's default tile
     # forced (a define given): ragged edges in both tiles
     builds = [("", rung.c_impl(cuda), ragged)]
@@ -388,7 +388,7 @@ def test_compute_sanitizer_finds_nothing_in_any_rung(tool, nvidia, tmp_path):
     done = subprocess.run([*sanitizer.command(tool, log, exe), sys.executable, "-c", SANITIZED],
                           capture_output=True, text=True, timeout=900)
     said = [line for line in done.stdout.splitlines() if "verify says" in line]
-    assert len(said) == len(rungs.RUNGS) + len(rungs.of_lab("06")), done.stdout + done.stderr
+    assert len(said) == len(rungs.FP32) + len(rungs.of_lab("06")), done.stdout + done.stderr
     assert all(line.endswith("verify says ok") for line in said), done.stdout
     report = sanitizer.read(tool, log.read_text())
     assert report.clean, [f.line() for f in report.findings] or log.read_text()[-2000:]

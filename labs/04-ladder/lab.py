@@ -69,11 +69,11 @@ print(run.describe())
 #
 # Each lab declares its rungs beside their kernels (`labs/NN-name/rungs.py`: the kernel
 # file, launch geometry, Triton twin, shared memory and intensity; the defaults are read
-# from the .cu file), and `kernelcourse.rungs.RUNGS` gathers the fp32 ones: every lab and
+# from the .cu file), and `kernelcourse.rungs.FP32` gathers the fp32 ones: every lab and
 # test builds its kernels from there.
 
 # %%
-for rung in rungs.RUNGS:
+for rung in rungs.FP32:
     print(f"{rung.name:13} {rung.summary}")
     built = run.build(rung)
     print("   " + built.describe(run.size, run.size, device.multiprocessors).replace("\n", "\n   "))
@@ -102,7 +102,7 @@ assert all(s.rel_error <= 1e-4 for s in steps), "a rung disagrees with the float
 # to save memory traffic; zero spills is what keeps that bargain.
 
 # %%
-usage = [row for rung in rungs.RUNGS for row in resources.resource_report(rung)[0]["resources"]]
+usage = [row for rung in rungs.FP32 for row in resources.resource_report(rung)[0]["resources"]]
 assert not any(getattr(r, "spills", False) for r in usage), "a rung spills"
 
 # %% [markdown]
