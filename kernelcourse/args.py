@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .source import Param
+from .tensor_map import TensorMap
 
 # C scalar type -> the NumPy type whose bytes the kernel expects.
 SCALAR_TYPES = {
@@ -25,6 +26,11 @@ POINTER_ELEMENTS = {
 }
 
 
+# C types passed by value as a structure, and the harness object that stands for each: the
+# backend turns it into the structure's bytes at launch.
+BY_VALUE = {"kc_tensor_map": TensorMap}
+
+
 class ArgumentError(TypeError):
     """A launch was refused because its arguments do not match the kernel's signature."""
 
@@ -33,7 +39,8 @@ def pack(kernel_name: str, params: list[Param], args, dtype_of, is_device_array)
     """Check `args` against `params`; return them with every scalar as an explicit NumPy type.
 
     dtype_of(array) -> dtype name, is_device_array(x) -> bool: supplied by the backend.
-    Pointers are returned unchanged (the backend turns them into addresses).
+    Pointers are returned unchanged (the backend turns them into addresses), and so are
+    the structures of BY_VALUE (the backend encodes them).
     """
     args = tuple(args)
     signature = f"{kernel_name}({', '.join(p.ctype + ' ' + p.name for p in params)})"
@@ -54,6 +61,16 @@ def pack(kernel_name: str, params: list[Param], args, dtype_of, is_device_array)
             got = dtype_of(value)
             if want is not None and got != want:
                 raise ArgumentError(f"{where} must hold {want}, the array holds {got}.")
+            packed.append(value)
+            continue
+        if param.ctype in BY_VALUE:
+            want = BY_VALUE[param.ctype]
+            if not isinstance(value, want):
+                raise ArgumentError(f"{where} must be a {want.__name__}, got {type(value).__name__}.\n"
+                                    f"  signature: {signature}")
+            if not is_device_array(value.array):
+                raise ArgumentError(f"{where}: its {want.__name__} must describe a device array, "
+                                    f"got {type(value.array).__name__}")
             packed.append(value)
             continue
         np_type = SCALAR_TYPES.get(param.ctype)

@@ -179,8 +179,8 @@ def resources() -> int:
     from . import bench
     from .backends import compile_only
     from .resources import resource_report
-    from .rungs import FP32, MATRIX_CORE
-    rows = [{"rung": rung.name, **resource_report(rung)[0]} for rung in FP32 + MATRIX_CORE]
+    from .rungs import FP32, HOPPER, MATRIX_CORE
+    rows = [{"rung": rung.name, **resource_report(rung)[0]} for rung in FP32 + MATRIX_CORE + HOPPER]
     compilers = {"nvrtc": compile_only.nvrtc_version()}
     for name, version in (("hiprtc", compile_only.hiprtc_version), ("hipcc", compile_only.hipcc_version)):
         try:

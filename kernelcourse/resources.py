@@ -31,12 +31,13 @@ def resource_usage(source, kernel: str, defines: dict | None = None,
 
 
 def resource_report(rung, variants: tuple[dict, ...] = ({},),
-                    targets: tuple[str, ...] = ("sm_90", "gfx90a")) -> list[dict]:
-    """The rung's C kernel built with each dict of defines in `variants` for each target, with
+                    targets: tuple[str, ...] | None = None) -> list[dict]:
+    """The rung's C kernel built with each dict of defines in `variants` for each target (by
+    default the rung's own: rung.targets), with
     no GPU, printed as a table: per variant, each target's defines (its lockstep width's
     defaults: an AMD wavefront, its tile), registers, shared memory and spills, and the
     dynamic shared memory a launch asks for where the rung's is dynamic."""
-    builds = []
+    builds, targets = [], targets or rung.targets
     for defines in variants:
         usage = rung.resources(targets, **defines)
         print(rung.kernel, rung.config(**defines),

@@ -77,6 +77,9 @@ class Rung:
     # Whether its shared memory is dynamic (KC_DYNAMIC_SHARED): each launch then asks for
     # shared_of(defines) bytes; otherwise the kernel declares them itself.
     dynamic_shared: bool = False
+    # 'a': the kernel uses instructions of one architecture alone (sm_90a: wgmma, TMA), so it
+    # is built for the device's `a` target, and reported for sm_90a only.
+    arch_suffix: str = ""
     # The defaults: the file's own, then the headers'. Read from `source` when the rung is
     # declared, and kept when the rung is built from another file (with_files).
     defines: dict = None
@@ -126,7 +129,9 @@ class Rung:
         a call on a C too small for the default compiles it too (once) and runs it."""
         device = backend.device
         build = self.build(device.lockstep_width, **defines)
-        kernel = backend.compile(self.source, self.kernel, build.defines)
+        # (an architecture-specific target only where the rung has one)
+        target = {"arch_suffix": self.arch_suffix} if self.arch_suffix else {}
+        kernel = backend.compile(self.source, self.kernel, build.defines, **target)
         builds = {}
 
         def run(A, B, C, M, N, K):
@@ -138,19 +143,25 @@ class Rung:
                                                               chosen.launch_shared)
         return GemmImpl(build.label(backend.name), backend, run, build.dtype)
 
-    def resources(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"), strict: bool = False,
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What its resource reports compile for, with no GPU: an NVIDIA and an AMD target,
+        or the one architecture an architecture-specific kernel runs on."""
+        return ("sm_90" + self.arch_suffix,) if self.arch_suffix else ("sm_90", "gfx90a")
+
+    def resources(self, targets: tuple[str, ...] | None = None, strict: bool = False,
                   **defines) -> list:
-        """Registers, shared memory and spills of the C kernel on each target, no GPU needed,
-        each target built with its own lockstep width's defaults. A target whose compiler is
-        missing is a line saying so (strict: CompilerNotFound)."""
-        return [row for target in targets for row in
+        """Registers, shared memory and spills of the C kernel on each target (default: its
+        own), no GPU needed, each target built with its own lockstep width's defaults. A
+        target whose compiler is missing is a line saying so (strict: CompilerNotFound)."""
+        return [row for target in targets or self.targets for row in
                 resource_usage(self.source, self.kernel,
                                self.build(lockstep_width(target), **defines).defines, (target,), strict)]
 
-    def launch_shared_by_target(self, targets: tuple[str, ...] = ("sm_90", "gfx90a"),
+    def launch_shared_by_target(self, targets: tuple[str, ...] | None = None,
                                 **defines) -> dict[str, int]:
         """The dynamic shared memory a launch asks for on each target's build."""
-        return {t: self.build(lockstep_width(t), **defines).launch_shared for t in targets}
+        return {t: self.build(lockstep_width(t), **defines).launch_shared for t in targets or self.targets}
 
     # -- the Triton twin
     def twin_module(self):

@@ -32,8 +32,11 @@ def of_lab(number: str) -> tuple[Rung, ...]:
     return BY_LAB[number]
 
 
-# The fp32 ladder on the CUDA cores (labs 01-03 and 06, which lab 04 runs together), and the
-# matrix cores' ladder in 16-bit precisions (lab 07), whose library is another GEMM.
-FP32: tuple[Rung, ...] = tuple(r for rungs in BY_LAB.values() for r in rungs if r.dtype == "fp32")
-MATRIX_CORE: tuple[Rung, ...] = tuple(r for rungs in BY_LAB.values() for r in rungs if r.dtype != "fp32")
-RUNG: dict[str, Rung] = {r.name: r for r in FP32 + MATRIX_CORE}
+# The fp32 ladder on the CUDA cores (labs 01-03 and 06, which lab 04 runs together); the
+# matrix cores' ladder in 16-bit precisions (lab 07), whose library is another GEMM; and
+# Hopper's own road to the same cores (lab 08: wgmma and TMA, sm_90a only).
+_ALL = tuple(r for rungs in BY_LAB.values() for r in rungs)
+FP32: tuple[Rung, ...] = tuple(r for r in _ALL if r.dtype == "fp32")
+MATRIX_CORE: tuple[Rung, ...] = tuple(r for r in _ALL if r.dtype != "fp32" and not r.arch_suffix)
+HOPPER: tuple[Rung, ...] = tuple(r for r in _ALL if r.arch_suffix == "a")
+RUNG: dict[str, Rung] = {r.name: r for r in _ALL}

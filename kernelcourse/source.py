@@ -29,7 +29,7 @@ _ENTRY = re.compile(
     r'extern\s+"C"\s+__global__\s+' + _BOUNDS + r'void\s+' + _BOUNDS + r'(\w+)\s*\(([^)]*)\)',
     re.S,
 )
-_QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile"}
+_QUALIFIERS = {"const", "__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
 
 
 @dataclass(frozen=True)

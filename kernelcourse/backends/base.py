@@ -140,8 +140,11 @@ class CBackend(Backend):
     """A backend that compiles course .cu files (cuda through NVRTC, hip through hiprtc)."""
 
     @abstractmethod
-    def _build(self, source: KernelSource, defines: dict | None, options: tuple):
-        """Compile; return (module handle, {kernel: ResourceUsage})."""
+    def _build(self, source: KernelSource, defines: dict | None, options: tuple,
+               arch_suffix: str = ""):
+        """Compile (for the device's architecture with `arch_suffix` appended: 'a' builds
+        sm_90a, whose PTX has Hopper's own instructions); return (module handle,
+        {kernel: ResourceUsage})."""
 
     @abstractmethod
     def _launcher(self, module, kernel_name: str):
@@ -154,11 +157,12 @@ class CBackend(Backend):
     def is_device_array(self, value) -> bool: ...
 
     def compile(self, source, kernel_name: str, defines: dict | None = None,
-                options: tuple[str, ...] = ()) -> Kernel:
-        """Compile `kernel_name` from a .cu file (or source text) with `-D` defines."""
+                options: tuple[str, ...] = (), arch_suffix: str = "") -> Kernel:
+        """Compile `kernel_name` from a .cu file (or source text) with `-D` defines;
+        arch_suffix 'a': for the device's architecture-specific target (sm_90a)."""
         src = KernelSource.load(source)
         params = resolve_aliases(src.params_of(kernel_name), defines)
-        module, resources = self._build(src, defines, tuple(options))
+        module, resources = self._build(src, defines, tuple(options), arch_suffix)
         return Kernel(kernel_name, params, resources.get(kernel_name),
                       self._launcher(module, kernel_name), self)
 

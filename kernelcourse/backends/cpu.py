@@ -139,7 +139,9 @@ class CpuBackend(AddressBackend):
         self._libraries = {}
 
     # -- compiling and launching
-    def _build(self, source, defines, options):
+    def _build(self, source, defines, options, arch_suffix=""):
+        if arch_suffix:
+            raise NotImplementedError("an architecture-specific build (sm_90a: wgmma, TMA, mbarriers) is not emulated by the cpu backend yet: it runs on an NVIDIA Hopper GPU only")
         path = cpu_compile(source, defines, options)
         if path not in self._libraries:
             self._libraries[path] = ctypes.CDLL(str(path))

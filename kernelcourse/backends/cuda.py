@@ -30,6 +30,7 @@ import signal
 import struct
 import subprocess
 import sys
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import numpy as np
 
 from .base import CBackend, host_array, require_gpu, widened
 from .compile_only import nvrtc_compile
+from ..tensor_map import TensorMap, encode_cuda
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,6 +164,28 @@ class Bf16Array:
     dtype = "bfloat16"
 
 
+def _bits(arg):
+    """A bf16 array as its 16-bit words (what the kernel receives), also inside a tensor map."""
+    if isinstance(arg, Bf16Array):
+        return arg.bits
+    if isinstance(arg, TensorMap) and isinstance(arg.array, Bf16Array):
+        return dataclasses.replace(arg, array=arg.array.bits)
+    return arg
+
+
+def _layout(tensor_map: TensorMap) -> tuple:
+    """What a tensor map says besides its address: (rows, cols, dtype, box rows, box cols);
+    a uint16 array is bf16 (the only 16-bit integers the course passes are bf16's bits)."""
+    dtype = {"float16": "float16", "uint16": "bfloat16"}[str(tensor_map.array.dtype)]
+    return tensor_map.rows, tensor_map.cols, dtype, tensor_map.box_rows, tensor_map.box_cols
+
+
+def _encoded(layout: tuple, pointer: int):
+    """The 128 bytes of a tensor map of `layout` for its array at `pointer`."""
+    rows, cols, dtype, box_rows, box_cols = layout
+    return encode_cuda(pointer, rows, cols, dtype, box_rows, box_cols)
+
+
 class CudaBackend(CBackend):
     name = "cuda"
     label = "GPU (CUDA events)"
@@ -178,10 +202,10 @@ class CudaBackend(CBackend):
         self._child = None             # the _LaunchChild of the isolated launches, once started
 
     # -- compiling and launching
-    def _build(self, source, defines, options):
+    def _build(self, source, defines, options, arch_suffix=""):
         # -lineinfo maps machine code back to source lines (compute-sanitizer's reports, Nsight
         # Compute's source view) and leaves the code itself as it is.
-        build = nvrtc_compile(source, self.device.arch, defines, ("-lineinfo", *options))
+        build = nvrtc_compile(source, self.device.arch + arch_suffix, defines, ("-lineinfo", *options))
         if build.path not in self._modules:
             self._modules[build.path] = self.cupy.RawModule(path=str(build.path))
         return (self._modules[build.path], build.path), build.resources
@@ -199,10 +223,12 @@ class CudaBackend(CBackend):
                 raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this GPU "
                                  f"allows a block at most {limit} B")
             self.last_launch = f"{kernel_name} (grid {grid}, block {block})"
-            args = tuple(a.bits if isinstance(a, Bf16Array) else a for a in args)
+            args = tuple(_bits(a) for a in args)
             if self._isolation:
                 return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
             allow_shared(function, shared_mem)
+            args = tuple(_encoded(_layout(a), a.array.data.ptr) if isinstance(a, TensorMap) else a
+                         for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return functools.partial(launch, self)
 
@@ -226,16 +252,19 @@ class CudaBackend(CBackend):
         self.synchronize()                      # what this process queued into them is done
         cupy, allocations, refs = self.cupy, {}, []
         for arg in args:
-            if not isinstance(arg, cupy.ndarray):
+            array = arg.array if isinstance(arg, TensorMap) else arg
+            if not isinstance(array, cupy.ndarray):
                 refs.append(("scalar", arg))
                 continue
-            memory = arg.data.mem
+            memory = array.data.mem
             if memory.ptr not in allocations:
                 whole = cupy.ndarray((memory.size,), cupy.uint8,
                                      memptr=cupy.cuda.MemoryPointer(memory, 0))
                 allocations[memory.ptr] = (len(allocations), whole)
-            refs.append(("array", allocations[memory.ptr][0], arg.data.ptr - memory.ptr,
-                         arg.shape, arg.dtype.str, arg.strides))
+            ref = ("array", allocations[memory.ptr][0], array.data.ptr - memory.ptr,
+                   array.shape, array.dtype.str, array.strides)
+            # a tensor map names its array's address: encoded in the child, from the child's copy
+            refs.append(("tensor_map", ref, _layout(arg)) if array is not arg else ref)
         wholes = [whole for _, whole in allocations.values()]
         job = {"module": str(path), "kernel": kernel_name, "grid": grid, "block": block,
                "shared_mem": shared_mem, "args": refs,
@@ -410,9 +439,12 @@ def _child() -> int:
             allow_shared(function, job["shared_mem"])
             # each allocation anew, from the pool as in the parent: the same alignment
             wholes = [cupy.asarray(host) for host in job["allocations"]]
+            def array(ref):
+                return cupy.ndarray(ref[3], np.dtype(ref[4]), memptr=wholes[ref[1]].data + ref[2],
+                                    strides=ref[5])
             args = [ref[1] if ref[0] == "scalar" else
-                    cupy.ndarray(ref[3], np.dtype(ref[4]), memptr=wholes[ref[1]].data + ref[2],
-                                 strides=ref[5]) for ref in job["args"]]
+                    _encoded(ref[2], array(ref[1]).data.ptr) if ref[0] == "tensor_map" else
+                    array(ref) for ref in job["args"]]
             function(job["grid"], job["block"], tuple(args), shared_mem=job["shared_mem"])
             cupy.cuda.Device().synchronize()
             _send(answers, {"allocations": [cupy.asnumpy(whole) for whole in wholes]})

@@ -80,7 +80,9 @@ class HipBackend(AddressBackend):
         self._blas = None
 
     # -- compiling and launching
-    def _build(self, source, defines, options):
+    def _build(self, source, defines, options, arch_suffix=""):
+        if arch_suffix:
+            raise NotImplementedError("an architecture-specific build (sm_90a: wgmma, TMA) has no AMD counterpart: CDNA multiplies from LDS with MFMA, and has no tensor copy engine")
         build = hip_compile(source, self.device.arch, defines, options)
         if build.path not in self._modules:
             module = checked(self.hip.hipModuleLoadData(build.binary), "hipModuleLoadData")

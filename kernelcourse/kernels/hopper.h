@@ -1,0 +1,182 @@
+// hopper.h: Hopper's own road to the matrix cores (NVIDIA sm_90a): TMA copies, mbarriers
+// and wgmma, each behind one small function, the way mma.h wraps mma.sync.
+//
+// Include it after portable.h and mma.h (for kc_elem: fp16, or bf16 with -DKC_BF16=1), in a
+// file built for sm_90a: the `a` target is the one whose PTX has wgmma and setmaxnreg (a
+// plain sm_90 build refuses them). Three pieces, each a unit of its own:
+//
+//   TMA (the tensor memory accelerator): one thread asks the copy engine for a whole tile,
+//   a box of a 2-D tensor described by a tensor map (kc_tensor_map, encoded on the host by
+//   cuTensorMapEncodeTiled and passed by value as a __grid_constant__ parameter). The engine
+//   zero-fills what lies outside the tensor, so a ragged edge needs no mask, and it lays
+//   the box out in shared memory in the map's swizzle (below).
+//
+//   mbarrier: a barrier in shared memory that counts arrivals and bytes. The thread that
+//   issues a copy says how many bytes will land (kc_mbarrier_expect_tx); the copy engine
+//   counts them off as they land; the barrier's phase completes when both counts reach
+//   zero. Waiting threads wait on a phase's parity (0, 1, 0, ...), not on a count.
+//
+//   wgmma: a warpgroup (4 consecutive warps, 128 threads, the first warp's index a multiple
+//   of 4) multiplies a 64 x 16 tile of A by a 16 x N tile of B, both read from shared memory
+//   through descriptors (kc_smem_desc), into a 64 x N fp32 tile held in the 128 threads'
+//   registers. It is asynchronous: kc_wgmma_fence() before, kc_wgmma_commit() to close a
+//   group, kc_wgmma_wait<n>() until at most n groups are still running.
+//
+// The accumulator fragment (m64nNk16, fp32). Thread t of the warpgroup: warp w = t / 32,
+// lane = 4 g + q (g = lane / 4, q = lane % 4). It holds N / 2 floats, d[i] for i < N / 2:
+//
+//     row(i) = 16 w + g + 8 ((i / 2) % 2)          col(i) = 8 (i / 4) + 2 q + i % 2
+//
+//             col 0 1   2 3   4 5   6 7 | 8 9 ...
+//     row g     q=0 | q=1 | q=2 | q=3   | q=0 ...     d[0], d[1] | d[4], d[5] ...
+//     row g+8   q=0 | q=1 | q=2 | q=3   | q=0 ...     d[2], d[3] | d[6], d[7] ...
+//
+// so each warp owns 16 rows, and within them the layout is mma.sync's C fragment repeated
+// every 8 columns. kc_wgmma_row() and kc_wgmma_col() give the coordinates.
+//
+// The 128-byte swizzle, shared by TMA and wgmma. A tile is stored as rows of 128 bytes
+// (64 16-bit elements); each row is 8 chunks of 16 bytes, and chunk c of row r is stored at
+// chunk position c ^ (r % 8):
+//
+//     row 0:  0 1 2 3 4 5 6 7
+//     row 1:  1 0 3 2 5 4 7 6
+//     row 2:  2 3 0 1 6 7 4 5          (position of each chunk, as the copy engine writes it)
+//     ...
+//     row 7:  7 6 5 4 3 2 1 0
+//
+// so the 8 rows of a 16-byte column fall in 8 different bank groups. The XOR is taken on
+// the address bits themselves (bits 4-6 with bits 7-9), which is why a swizzled tile must
+// start on a 1024-byte boundary, and why stepping a descriptor's start address by 32 bytes
+// (16 elements of K) inside a row is enough: the hardware swizzles the address it computes.
+//
+// The shared-memory descriptor (64 bits): the tile's start address / 16 (bits 0-13), the
+// leading-dimension byte offset / 16 (16-29), the stride-dimension byte offset / 16 (32-45)
+// and the swizzle mode (62-63; 1: 128 bytes). For a K-major operand (A: row-major M x K, K
+// contiguous) with the 128-byte swizzle, the stride offset is the step from one group of 8
+// rows to the next (8 x 128 = 1024 bytes) and the leading offset is not used. For an
+// MN-major operand (B: row-major K x N, N contiguous; wgmma's transpose bit set) it is 64
+// columns wide per 128-byte row: the leading offset is the step from one 64-column block to
+// the next, the stride offset the step from 8 rows of K to the next 8.
+#pragma once
+
+// (KC_DEFINES_ONLY: a tool that only reads the file's defines, as the rung tests do.)
+#if (defined(KC_CPU) && !defined(KC_DEFINES_ONLY)) || defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC_RTC__)
+  #error "hopper.h is NVIDIA sm_90a only: wgmma, TMA and mbarriers exist on Hopper alone (the cpu backend does not emulate them yet; AMD CDNA has MFMA from LDS instead)"
+#endif
+
+typedef unsigned long long kc_u64;
+typedef unsigned int kc_u32;
+
+// A tensor map as the kernel receives it: 128 opaque bytes, aligned to 64 (CUtensorMap's
+// size and alignment; cuda.h, which defines it, is not available to NVRTC).
+struct __align__(64) kc_tensor_map { kc_u64 opaque[16]; };
+
+__device__ __forceinline__ kc_u32 kc_smem_addr(const void* p)
+{
+    return static_cast<kc_u32>(__cvta_generic_to_shared(p));
+}
+
+// --------------------------------------------------------------------------- mbarriers
+
+// `arrivals` threads must arrive (with kc_mbarrier_expect_tx) for a phase to complete.
+__device__ __forceinline__ void kc_mbarrier_init(kc_u64* bar, int arrivals)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(kc_smem_addr(bar)), "r"(arrivals) : "memory");
+    // make the initialised barrier visible to the copy engine (the async proxy)
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Arrive, and say that `bytes` more will land on this phase from the copy engine.
+__device__ __forceinline__ void kc_mbarrier_expect_tx(kc_u64* bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(kc_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// Wait until the phase of parity `parity` has completed.
+__device__ __forceinline__ void kc_mbarrier_wait(kc_u64* bar, int parity)
+{
+    kc_u32 done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(kc_smem_addr(bar)), "r"(parity) : "memory");
+    }
+}
+
+// --------------------------------------------------------------------------- TMA
+
+// Copy the box at (col, row) of `map`'s tensor (col: the contiguous dimension) into shared
+// memory at `dst`, counting its bytes off `bar`. One thread issues it.
+__device__ __forceinline__ void kc_tma_load_2d(void* dst, const kc_tensor_map* map, kc_u64* bar,
+                                               int col, int row)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(kc_smem_addr(dst)), "l"(reinterpret_cast<kc_u64>(map)), "r"(col), "r"(row),
+                    "r"(kc_smem_addr(bar))
+                 : "memory");
+}
+
+// --------------------------------------------------------------------------- wgmma
+
+#if KC_BF16
+  #define KC_WGMMA_TYPE "bf16"
+#else
+  #define KC_WGMMA_TYPE "f16"
+#endif
+
+// A descriptor of a 128-byte-swizzled tile at `tile` (1024-byte aligned at its start row;
+// a start inside the row, 32 bytes per 16 elements of K, is how a K-major tile is walked).
+__device__ __forceinline__ kc_u64 kc_smem_desc(const void* tile, kc_u32 leading_bytes,
+                                                 kc_u32 stride_bytes)
+{
+    return (kc_u64)((kc_smem_addr(tile) & 0x3FFFF) >> 4)
+         | (kc_u64)(leading_bytes >> 4) << 16
+         | (kc_u64)(stride_bytes >> 4) << 32
+         | 1ull << 62;                                   // swizzle mode 1: 128 bytes
+}
+
+__device__ __forceinline__ void kc_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void kc_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void kc_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(Pending) : "memory"); }
+
+// The accumulators are written by the matrix cores until kc_wgmma_wait() returns: this
+// tells the compiler that `d` may change behind its back, so it neither reads nor moves a
+// register of it in between (call it after kc_wgmma_wait, before d is read).
+template <int Count>
+__device__ __forceinline__ void kc_wgmma_hold(float (&d)[Count])
+{
+#pragma unroll
+    for (int i = 0; i < Count; ++i)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+__device__ __forceinline__ int kc_wgmma_row(int i) { return 16 * (threadIdx.x % 128 / 32) + threadIdx.x % 32 / 4 + 8 * ((i / 2) % 2); }
+__device__ __forceinline__ int kc_wgmma_col(int i) { return 8 * (i / 4) + 2 * (threadIdx.x % 4) + i % 2; }
+
+// d += A (64 x 16, K-major, desc_a) * B (16 x 128, MN-major: the transpose bit, desc_b);
+// accumulate = 0 ignores d's old values (d = A * B).
+__device__ __forceinline__ void kc_wgmma_m64n128k16(float (&d)[64], kc_u64 desc_a, kc_u64 desc_b, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." KC_WGMMA_TYPE "." KC_WGMMA_TYPE " "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
