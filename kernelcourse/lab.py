@@ -92,6 +92,16 @@ class LabRun:
             found.append(rung.triton_impl(self.triton))
         return found
 
+    def c_impl(self, rung, **defines) -> GemmImpl | None:
+        """The rung's C kernel on this run's C backend, or None, with the reason printed, where
+        that backend cannot build it (an sm_90a rung on the cpu backend, on AMD, or on an
+        NVIDIA GPU other than Hopper)."""
+        try:
+            return rung.c_impl(self.c, **defines)
+        except NotImplementedError as exc:
+            print(f"{rung.name}: not on this device: {exc}")
+            return None
+
     def library(self, dtype: str = "fp32") -> GemmImpl:
         """The vendor library in `dtype` (fp32: no TF32) on the lead backend."""
         return bench.library_impl(self.lead, dtype)

@@ -78,7 +78,7 @@ class Rung:
     # shared_of(defines) bytes; otherwise the kernel declares them itself.
     dynamic_shared: bool = False
     # 'a': the kernel uses instructions of one architecture alone (sm_90a: wgmma, TMA), so it
-    # is built for the device's `a` target, and reported for sm_90a only.
+    # is reported for sm_90a only; its lab's c_impl builds it for that target (lab 08's).
     arch_suffix: str = ""
     # The defaults: the file's own, then the headers'. Read from `source` when the rung is
     # declared, and kept when the rung is built from another file (with_files).
@@ -129,9 +129,7 @@ class Rung:
         a call on a C too small for the default compiles it too (once) and runs it."""
         device = backend.device
         build = self.build(device.lockstep_width, **defines)
-        # (an architecture-specific target only where the rung has one)
-        target = {"arch_suffix": self.arch_suffix} if self.arch_suffix else {}
-        kernel = backend.compile(self.source, self.kernel, build.defines, **target)
+        kernel = backend.compile(self.source, self.kernel, build.defines)
         builds = {}
 
         def run(A, B, C, M, N, K):

@@ -44,6 +44,8 @@ def refusal(pointer: int, rows: int, cols: int, element_bytes: int, box_rows: in
                 f"bytes: TMA needs every row to start on a 16-byte boundary")
     if not (0 < box_rows <= 256 and 0 < box_cols <= 256):
         return f"a box of {box_rows} x {box_cols}: TMA boxes are at most 256 x 256"
+    if box_cols * element_bytes % 16:
+        return f"a box row of {box_cols * element_bytes} bytes: TMA moves whole 16-byte chunks"
     if box_cols * element_bytes > SWIZZLE_BYTES:
         return (f"a box row of {box_cols * element_bytes} bytes is wider than the "
                 f"{SWIZZLE_BYTES}-byte swizzle")

@@ -41,6 +41,7 @@ def test_tmas_rules_are_named():
     assert "16-byte boundary" in refusal(0x1000, 64, 1001, 2, 64, 64)
     assert "at most 256" in refusal(0x1000, 64, 64, 2, 512, 64)
     assert "wider than the 128-byte swizzle" in refusal(0x1000, 64, 128, 2, 64, 128)
+    assert "whole 16-byte chunks" in refusal(0x1000, 64, 64, 2, 64, 4)
     with pytest.raises(ValueError, match="16-byte boundary"):
         encode_cuda(0x1000, 64, 1001, "float16", 64, 64)
 
@@ -49,11 +50,14 @@ def test_the_encoding_reaches_the_driver_with_real_argument_types():
     """cuda.bindings checks every argument's type before it calls the driver: without a
     driver the call gets as far as loading it; with one, the driver answers (or encodes)."""
     try:
-        encode_cuda(0x10000, 256, 256, "bfloat16", 64, 64)
+        encoded = encode_cuda(0x10000, 256, 256, "bfloat16", 64, 64)
     except TypeError:
         raise                                  # an argument of the wrong type: the bug to catch
-    except Exception as exc:                   # no NVIDIA driver here, or the driver said no
-        assert "cuTensorMapEncodeTiled failed" in str(exc) or "driver" in str(exc), exc
+    except RuntimeError as exc:                # no driver to load, or the driver said no
+        assert (type(exc).__name__ == "DynamicLibNotFoundError"
+                or "cuTensorMapEncodeTiled failed" in str(exc)), exc
+    else:                                      # a driver encoded it: 128 bytes, passed by value
+        assert encoded.dtype.itemsize == 128 and any(bytes(encoded))
 
 
 def test_a_tensor_map_parameter_takes_a_tensor_map():
@@ -77,8 +81,9 @@ def test_builds_for_sm90a_without_spills_and_not_for_plain_sm90(rung, bf16):
     d = rung.build(32, KC_BF16=bf16).defines
     usage = nvrtc_compile(rung.source, "sm_90a", d).resources[rung.kernel]
     assert (usage.spill_stores, usage.spill_loads, usage.stack_bytes) == (0, 0, 0)
-    assert usage.shared_bytes >= rung.shared_bytes(KC_BF16=bf16)
-    with pytest.raises(CompileError, match="wgmma"):
+    # what it declares, and what its launch asks for where the stages are dynamic
+    assert usage.shared_bytes + rung.build(32, KC_BF16=bf16).launch_shared >= rung.shared_bytes(KC_BF16=bf16)
+    with pytest.raises(CompileError, match="Instruction 'wgmma.* not supported on .target 'sm_90'"):
         nvrtc_compile(rung.source, "sm_90", d)
 
 
@@ -108,6 +113,17 @@ def test_passes_every_shape_tma_can_describe(hopper, rung, bf16):
     report = verify(impl, suite=TMA_SUITE, verbose=False)
     assert report.passed, report.diagnosis
     assert impl.run.fell_back == {}, impl.run.fell_back
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.name)
+def test_passes_in_an_isolated_launch(hopper, rung):
+    """Isolated (as make check runs a kernel under test), each launch runs in a child process
+    whose arrays live elsewhere: the tensor maps are encoded there, from the child's copies."""
+    impl = rung.c_impl(hopper, KC_BF16=1)
+    with hopper.isolated():
+        report = verify(impl, suite=Suite("isolated", 8, TMA_SUITE.shapes[:3]), verbose=False)
+    assert report.passed, report.diagnosis
 
 
 @pytest.mark.gpu

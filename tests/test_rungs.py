@@ -72,7 +72,7 @@ def test_each_lab_declares_its_own_rungs_beside_their_files():
             assert rung.twin is None or rung.twin.parent == folder
     assert [r.name for r in rungs.FP32] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
     assert [r.name for r in rungs.MATRIX_CORE] == ["mma_tiles", "mma_pipeline", "mma_ahead"]
-    assert [r.name for r in rungs.HOPPER] == ["wgmma_tma"]
+    assert [r.name for r in rungs.HOPPER] == ["wgmma_tma", "wgmma_pipeline"]
     assert len(rungs.RUNG) == len(rungs.FP32) + len(rungs.MATRIX_CORE) + len(rungs.HOPPER)   # no name twice
 
 

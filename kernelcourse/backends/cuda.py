@@ -30,7 +30,6 @@ import signal
 import struct
 import subprocess
 import sys
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,19 +163,21 @@ class Bf16Array:
     dtype = "bfloat16"
 
 
-def _bits(arg):
-    """A bf16 array as its 16-bit words (what the kernel receives), also inside a tensor map."""
-    if isinstance(arg, Bf16Array):
-        return arg.bits
-    if isinstance(arg, TensorMap) and isinstance(arg.array, Bf16Array):
-        return dataclasses.replace(arg, array=arg.array.bits)
-    return arg
+def _words(array):
+    """The CuPy array a kernel receives: a bf16 array's 16-bit words, any other as it is."""
+    return array.bits if isinstance(array, Bf16Array) else array
 
 
 def _layout(tensor_map: TensorMap) -> tuple:
-    """What a tensor map says besides its address: (rows, cols, dtype, box rows, box cols);
-    a uint16 array is bf16 (the only 16-bit integers the course passes are bf16's bits)."""
-    dtype = {"float16": "float16", "uint16": "bfloat16"}[str(tensor_map.array.dtype)]
+    """What a tensor map says besides its address: (rows, cols, dtype, box rows, box cols)."""
+    array = tensor_map.array
+    dtype = "bfloat16" if isinstance(array, Bf16Array) else str(array.dtype)
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"a tensor map here describes fp16 or bf16 matrices; this one holds {dtype}")
+    if not _words(array).flags.c_contiguous or array.size < tensor_map.rows * tensor_map.cols:
+        raise ValueError(f"a tensor map's array must be contiguous and hold its {tensor_map.rows} x "
+                         f"{tensor_map.cols} elements (this one: {array.size}, "
+                         f"{'' if _words(array).flags.c_contiguous else 'not '}contiguous)")
     return tensor_map.rows, tensor_map.cols, dtype, tensor_map.box_rows, tensor_map.box_cols
 
 
@@ -203,6 +204,9 @@ class CudaBackend(CBackend):
 
     # -- compiling and launching
     def _build(self, source, defines, options, arch_suffix=""):
+        if arch_suffix and self.device.arch != "sm_90":
+            raise NotImplementedError(f"an sm_90{arch_suffix} build (wgmma, TMA) runs on Hopper (sm_90) "
+                                      f"only; this GPU is {self.device.arch}")
         # -lineinfo maps machine code back to source lines (compute-sanitizer's reports, Nsight
         # Compute's source view) and leaves the code itself as it is.
         build = nvrtc_compile(source, self.device.arch + arch_suffix, defines, ("-lineinfo", *options))
@@ -223,12 +227,12 @@ class CudaBackend(CBackend):
                 raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this GPU "
                                  f"allows a block at most {limit} B")
             self.last_launch = f"{kernel_name} (grid {grid}, block {block})"
-            args = tuple(_bits(a) for a in args)
+            args = tuple(_words(a) for a in args)
             if self._isolation:
                 return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
             allow_shared(function, shared_mem)
-            args = tuple(_encoded(_layout(a), a.array.data.ptr) if isinstance(a, TensorMap) else a
-                         for a in args)
+            args = tuple(_encoded(_layout(a), _words(a.array).data.ptr) if isinstance(a, TensorMap)
+                         else a for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return functools.partial(launch, self)
 
@@ -252,7 +256,7 @@ class CudaBackend(CBackend):
         self.synchronize()                      # what this process queued into them is done
         cupy, allocations, refs = self.cupy, {}, []
         for arg in args:
-            array = arg.array if isinstance(arg, TensorMap) else arg
+            array = _words(arg.array) if isinstance(arg, TensorMap) else arg
             if not isinstance(array, cupy.ndarray):
                 refs.append(("scalar", arg))
                 continue

@@ -12,7 +12,7 @@
 //   the box out in shared memory in the map's swizzle (below).
 //
 //   mbarrier: a barrier in shared memory that counts arrivals and bytes. The thread that
-//   issues a copy says how many bytes will land (kc_mbarrier_expect_tx); the copy engine
+//   issues a copy says how many bytes will land (kc_mbarrier_arrive_expect_tx); the copy engine
 //   counts them off as they land; the barrier's phase completes when both counts reach
 //   zero. Waiting threads wait on a phase's parity (0, 1, 0, ...), not on a count.
 //
@@ -45,13 +45,15 @@
 //     row 7:  7 6 5 4 3 2 1 0
 //
 // so the 8 rows of a 16-byte column fall in 8 different bank groups. The XOR is taken on
-// the address bits themselves (bits 4-6 with bits 7-9), which is why a swizzled tile must
-// start on a 1024-byte boundary, and why stepping a descriptor's start address by 32 bytes
+// the address bits themselves (bits 4-6 with bits 7-9), which is why the course's swizzled
+// tiles start on 1024-byte boundaries (a descriptor can describe another start through its
+// base offset, which is then not 0), and why stepping a descriptor's start address by 32 bytes
 // (16 elements of K) inside a row is enough: the hardware swizzles the address it computes.
 //
 // The shared-memory descriptor (64 bits): the tile's start address / 16 (bits 0-13), the
-// leading-dimension byte offset / 16 (16-29), the stride-dimension byte offset / 16 (32-45)
-// and the swizzle mode (62-63; 1: 128 bytes). For a K-major operand (A: row-major M x K, K
+// leading-dimension byte offset / 16 (16-29), the stride-dimension byte offset / 16 (32-45),
+// the base offset (49-51: 0 for a tile that starts on a 1024-byte boundary, as the course's
+// do) and the swizzle mode (62-63; 1: 128 bytes). For a K-major operand (A: row-major M x K, K
 // contiguous) with the 128-byte swizzle, the stride offset is the step from one group of 8
 // rows to the next (8 x 128 = 1024 bytes) and the leading offset is not used. For an
 // MN-major operand (B: row-major K x N, N contiguous; wgmma's transpose bit set) it is 64
@@ -78,19 +80,30 @@ __device__ __forceinline__ kc_u32 kc_smem_addr(const void* p)
 
 // --------------------------------------------------------------------------- mbarriers
 
-// `arrivals` threads must arrive (with kc_mbarrier_expect_tx) for a phase to complete.
+// `arrivals` arrivals (kc_mbarrier_arrive, kc_mbarrier_arrive_expect_tx) complete a phase,
+// once the bytes it expects have landed too. One thread initialises it.
 __device__ __forceinline__ void kc_mbarrier_init(kc_u64* bar, int arrivals)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(kc_smem_addr(bar)), "r"(arrivals) : "memory");
-    // make the initialised barrier visible to the copy engine (the async proxy)
+    // the initialised barrier, visible to the other threads of the cluster (here: the block)
+    // and to the copy engine, which reaches shared memory through the "async proxy"
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// Arrive, and say that `bytes` more will land on this phase from the copy engine.
-__device__ __forceinline__ void kc_mbarrier_expect_tx(kc_u64* bar, int bytes)
+// Arrive, and say that `bytes` more will land on this phase from the copy engine (one
+// arrival: call it once per phase, however many copies the bytes come in).
+__device__ __forceinline__ void kc_mbarrier_arrive_expect_tx(kc_u64* bar, int bytes)
 {
     asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
                  :: "r"(kc_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// Arrive: one of the barrier's `arrivals` (a thread done reading a stage, say).
+__device__ __forceinline__ void kc_mbarrier_arrive(kc_u64* bar)
+{
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.release.cta.shared::cta.b64 state, [%0];\n}\n"
+                 :: "r"(kc_smem_addr(bar)) : "memory");
 }
 
 // Wait until the phase of parity `parity` has completed.
@@ -143,9 +156,11 @@ __device__ __forceinline__ void kc_wgmma_commit() { asm volatile("wgmma.commit_g
 template <int Pending>
 __device__ __forceinline__ void kc_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(Pending) : "memory"); }
 
-// The accumulators are written by the matrix cores until kc_wgmma_wait() returns: this
-// tells the compiler that `d` may change behind its back, so it neither reads nor moves a
-// register of it in between (call it after kc_wgmma_wait, before d is read).
+// The accumulators belong to the matrix cores from a wgmma's issue until kc_wgmma_wait()
+// returns. kc_wgmma_hold(d) is an empty statement that claims to read and write every
+// register of d, so the compiler cannot move a use of d across it: one before
+// kc_wgmma_fence() (every write of d done before the wgmmas read it), one after
+// kc_wgmma_wait() (no read of d hoisted above the wait).
 template <int Count>
 __device__ __forceinline__ void kc_wgmma_hold(float (&d)[Count])
 {

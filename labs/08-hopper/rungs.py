@@ -34,7 +34,7 @@ def address(array) -> int:
     return getattr(array, "bits", array).data.ptr
 
 
-def tma_refusal(A, B, C, M, N, K, d) -> str | None:
+def tma_refusal(A, B, M, N, K, d) -> str | None:
     """Why TMA cannot read this A and B (None: it can)."""
     for name, array, rows, cols, box in (("A", A, M, K, (d["BM"], d["BK"])),
                                          ("B", B, K, N, (d["BK"], B_BOX))):
@@ -55,7 +55,7 @@ class TmaRung(Rung):
         fallback = {}
 
         def run(A, B, C, M, N, K):
-            why = tma_refusal(A, B, C, M, N, K, d)
+            why = tma_refusal(A, B, M, N, K, d)
             if why:
                 if "impl" not in fallback:
                     from kernelcourse.rungs import RUNG
@@ -81,4 +81,17 @@ RUNGS = (TmaRung(
     header_defines=PRECISION,
     dtype="fp16",
     arch_suffix="a",
-),)
+), TmaRung(
+    name="wgmma_pipeline",
+    source=HERE / "wgmma_pipeline.cu", kernel="hgemm_wgmma_pipeline",
+    geometry=tiles_of_c,
+    twin=None,
+    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
+    # the stages, and 1024 bytes to start them on a 1024-byte boundary
+    shared_of=lambda d: d["STAGES"] * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2 + 1024,
+    summary="STAGES slices in shared memory: the copy engine fills the next while wgmma multiplies one",
+    header_defines=PRECISION,
+    dtype="fp16",
+    arch_suffix="a",
+    dynamic_shared=True,
+))

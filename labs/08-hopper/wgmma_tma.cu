@@ -65,7 +65,7 @@ hgemm_wgmma_tma(const __grid_constant__ kc_tensor_map a_map, const __grid_consta
         // Copy: one thread asks for the slice and says how many bytes will land (whole
         // boxes, zero-filled past the edges, count in full).
         if (threadIdx.x == 0) {
-            kc_mbarrier_expect_tx(&landed, (BM * BK + BK * BN) * (int)sizeof(kc_elem));
+            kc_mbarrier_arrive_expect_tx(&landed, (BM * BK + BK * BN) * (int)sizeof(kc_elem));
             kc_tma_load_2d(As, &a_map, &landed, k0, row0);
 #pragma unroll
             for (int box = 0; box < BN / B_BOX; ++box)
@@ -76,8 +76,10 @@ hgemm_wgmma_tma(const __grid_constant__ kc_tensor_map a_map, const __grid_consta
 
         // Multiply: BK / 16 wgmmas down the slice. A's descriptor walks its 128-byte rows
         // 32 bytes (16 elements of K) at a time; B's walks 16 rows of K (2048 bytes) at a time.
-        // A: 8-row groups 1024 bytes apart. B: 64-column boxes BK * 128 bytes apart, 8-row
-        // groups of K 1024 bytes apart.
+        // A: 8-row groups 1024 bytes apart (its leading offset is unused in a K-major swizzled
+        // tile: 16, the smallest). B: 64-column boxes BK * 128 bytes apart, 8-row groups of K
+        // 1024 bytes apart.
+        kc_wgmma_hold(acc);
         kc_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
