@@ -163,7 +163,7 @@ class Bf16Array:
     dtype = "bfloat16"
 
 
-def _words(array):
+def _as_passed(array):
     """The CuPy array a kernel receives: a bf16 array's 16-bit words, any other as it is."""
     return array.bits if isinstance(array, Bf16Array) else array
 
@@ -174,10 +174,10 @@ def _layout(tensor_map: TensorMap) -> tuple:
     dtype = "bfloat16" if isinstance(array, Bf16Array) else str(array.dtype)
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"a tensor map here describes fp16 or bf16 matrices; this one holds {dtype}")
-    if not _words(array).flags.c_contiguous or array.size < tensor_map.rows * tensor_map.cols:
+    if not _as_passed(array).flags.c_contiguous or array.size < tensor_map.rows * tensor_map.cols:
         raise ValueError(f"a tensor map's array must be contiguous and hold its {tensor_map.rows} x "
                          f"{tensor_map.cols} elements (this one: {array.size}, "
-                         f"{'' if _words(array).flags.c_contiguous else 'not '}contiguous)")
+                         f"{'' if _as_passed(array).flags.c_contiguous else 'not '}contiguous)")
     return tensor_map.rows, tensor_map.cols, dtype, tensor_map.box_rows, tensor_map.box_cols
 
 
@@ -227,11 +227,11 @@ class CudaBackend(CBackend):
                 raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this GPU "
                                  f"allows a block at most {limit} B")
             self.last_launch = f"{kernel_name} (grid {grid}, block {block})"
-            args = tuple(_words(a) for a in args)
+            args = tuple(_as_passed(a) for a in args)
             if self._isolation:
                 return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
             allow_shared(function, shared_mem)
-            args = tuple(_encoded(_layout(a), _words(a.array).data.ptr) if isinstance(a, TensorMap)
+            args = tuple(_encoded(_layout(a), _as_passed(a.array).data.ptr) if isinstance(a, TensorMap)
                          else a for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return functools.partial(launch, self)
@@ -256,7 +256,7 @@ class CudaBackend(CBackend):
         self.synchronize()                      # what this process queued into them is done
         cupy, allocations, refs = self.cupy, {}, []
         for arg in args:
-            array = _words(arg.array) if isinstance(arg, TensorMap) else arg
+            array = _as_passed(arg.array) if isinstance(arg, TensorMap) else arg
             if not isinstance(array, cupy.ndarray):
                 refs.append(("scalar", arg))
                 continue
