@@ -34,6 +34,19 @@ class TensorMap:
     box_cols: int
 
 
+def layout(tensor_map: TensorMap, dtype: str, contiguous: bool, size: int) -> tuple:
+    """What a tensor map says besides its address, as encode_cuda takes it: (rows, cols,
+    dtype, box rows, box cols), for an array of `dtype` ('float16', 'bfloat16') holding `size`
+    elements. Refused: other dtypes, an array not contiguous or too short for rows x cols."""
+    if dtype not in ELEMENT_BYTES:
+        raise ValueError(f"a tensor map here describes fp16 or bf16 matrices; this one holds {dtype}")
+    if not contiguous or size < tensor_map.rows * tensor_map.cols:
+        raise ValueError(f"a tensor map's array must be contiguous and hold its {tensor_map.rows} x "
+                         f"{tensor_map.cols} elements (this one: {size}, "
+                         f"{'' if contiguous else 'not '}contiguous)")
+    return tensor_map.rows, tensor_map.cols, dtype, tensor_map.box_rows, tensor_map.box_cols
+
+
 def refusal(pointer: int, rows: int, cols: int, element_bytes: int, box_rows: int,
             box_cols: int) -> str | None:
     """Why TMA cannot describe this matrix or box (None: it can)."""

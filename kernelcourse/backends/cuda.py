@@ -37,7 +37,7 @@ import numpy as np
 
 from .base import CBackend, host_array, require_gpu, widened
 from .compile_only import nvrtc_compile
-from ..tensor_map import TensorMap, encode_cuda
+from ..tensor_map import TensorMap, encode_cuda, layout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,22 +169,9 @@ def _as_passed(array):
 
 
 def _layout(tensor_map: TensorMap) -> tuple:
-    """What a tensor map says besides its address: (rows, cols, dtype, box rows, box cols)."""
     array = tensor_map.array
-    dtype = "bfloat16" if isinstance(array, Bf16Array) else str(array.dtype)
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"a tensor map here describes fp16 or bf16 matrices; this one holds {dtype}")
-    if not _as_passed(array).flags.c_contiguous or array.size < tensor_map.rows * tensor_map.cols:
-        raise ValueError(f"a tensor map's array must be contiguous and hold its {tensor_map.rows} x "
-                         f"{tensor_map.cols} elements (this one: {array.size}, "
-                         f"{'' if _as_passed(array).flags.c_contiguous else 'not '}contiguous)")
-    return tensor_map.rows, tensor_map.cols, dtype, tensor_map.box_rows, tensor_map.box_cols
-
-
-def _encoded(layout: tuple, pointer: int):
-    """The 128 bytes of a tensor map of `layout` for its array at `pointer`."""
-    rows, cols, dtype, box_rows, box_cols = layout
-    return encode_cuda(pointer, rows, cols, dtype, box_rows, box_cols)
+    return layout(tensor_map, "bfloat16" if isinstance(array, Bf16Array) else str(array.dtype),
+                  _as_passed(array).flags.c_contiguous, array.size)
 
 
 class CudaBackend(CBackend):
@@ -231,7 +218,7 @@ class CudaBackend(CBackend):
             if self._isolation:
                 return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
             allow_shared(function, shared_mem)
-            args = tuple(_encoded(_layout(a), _as_passed(a.array).data.ptr) if isinstance(a, TensorMap)
+            args = tuple(encode_cuda(_as_passed(a.array).data.ptr, *_layout(a)) if isinstance(a, TensorMap)
                          else a for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return functools.partial(launch, self)
@@ -447,7 +434,7 @@ def _child() -> int:
                 return cupy.ndarray(ref[3], np.dtype(ref[4]), memptr=wholes[ref[1]].data + ref[2],
                                     strides=ref[5])
             args = [ref[1] if ref[0] == "scalar" else
-                    _encoded(ref[2], array(ref[1]).data.ptr) if ref[0] == "tensor_map" else
+                    encode_cuda(array(ref[1]).data.ptr, *ref[2]) if ref[0] == "tensor_map" else
                     array(ref) for ref in job["args"]]
             function(job["grid"], job["block"], tuple(args), shared_mem=job["shared_mem"])
             cupy.cuda.Device().synchronize()
