@@ -94,8 +94,8 @@ class LabRun:
 
     def c_impl(self, rung, **defines) -> GemmImpl | None:
         """The rung's C kernel on this run's C backend, or None, with the reason printed, where
-        that backend cannot build it (an sm_90a rung on the cpu backend, on AMD, or on an
-        NVIDIA GPU other than Hopper)."""
+        that backend cannot build it (an sm_90a rung on AMD, or on an NVIDIA GPU other than
+        Hopper; the cpu backend emulates them)."""
         try:
             return rung.c_impl(self.c, **defines)
         except NotImplementedError as exc:

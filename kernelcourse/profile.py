@@ -20,7 +20,8 @@ as they are (`--clock-control none`). From ncu's raw page, for each kernel:
 are saved to results/profile-<device>-<size>.json (ncu's whole raw page beside it, .csv),
 and draw() makes the figure lab 06 explains (.png beside them; `make figures` redraws it).
 `--ladder fp16` profiles lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS in
-fp16 instead (results/profile-<device>-<size>-fp16.json, with the tensor pipes' counters).
+fp16 instead (results/profile-<device>-<size>-fp16.json, with the tensor pipes' counters);
+`--ladder hopper` lab 08's wgmma rungs and cuBLAS in fp16 (-hopper.json).
 Without an NVIDIA GPU and ncu it says so and profiles nothing.
 `python -m kernelcourse.profile --reparse results/profile-....json` reads a saved page again. On AMD the same questions
 are answered by rocprofv3's counters: labs/06-warp-tiling/README.md gives the recipe.
@@ -75,7 +76,8 @@ STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_a
 
 # ----------------------------------------------------------------------------- the child
 
-LADDERS = ("fp32", "fp16")     # fp32: labs 01-06's ladder; fp16: lab 07's matrix-core rungs
+# fp32: labs 01-06's ladder; fp16: lab 07's matrix-core rungs; hopper: lab 08's wgmma rungs
+LADDERS = ("fp32", "fp16", "hopper")
 
 
 def profiled(ladder: str) -> tuple[list, list, str]:
@@ -87,6 +89,9 @@ def profiled(ladder: str) -> tuple[list, list, str]:
     import triton_gemm
 
     cuda, triton = get_backend("cuda"), get_backend("triton")
+    if ladder == "hopper":
+        impls = [rung.c_impl(cuda) for rung in rungs.HOPPER] + [bench.library_impl(cuda, "fp16")]
+        return impls, [rung.kernel for rung in rungs.HOPPER] + [None], "fp16"
     if ladder == "fp16":
         impls = [rung.c_impl(cuda) for rung in rungs.MATRIX_CORE]
         kernels = [rung.kernel for rung in rungs.MATRIX_CORE]
@@ -222,9 +227,10 @@ def main(argv: list[str]) -> int:
         version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     from . import bench, rungs
     from .backends import get_backend
-    what = ("every C rung of labs 01-06, their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM"
-            if ladder == "fp32" else "lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS")
-    ladder_rungs = rungs.FP32 if ladder == "fp32" else rungs.MATRIX_CORE
+    what = {"fp32": "every C rung of labs 01-06, their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM",
+            "fp16": "lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS",
+            "hopper": "lab 08's wgmma rungs and cuBLAS"}[ladder]
+    ladder_rungs = {"fp32": rungs.FP32, "fp16": rungs.MATRIX_CORE, "hopper": rungs.HOPPER}[ladder]
     path = bench.save(RESULTS / f"{stem}.json", {
         "what": f"Nsight Compute ({version}, --clock-control none) on {what} at {size}^3, "
                 f"{ladder}: one profiled call each, after warm-up",

@@ -23,8 +23,9 @@ def _parenthesised(depth: int) -> str:
     return r'\(' + inside + r'\)'
 
 
-# `extern "C" __global__ void name(params)`, with __launch_bounds__(...) before or after `void`
-_BOUNDS = r'(?:__launch_bounds__\s*' + _parenthesised(3) + r'\s*)?'
+# `extern "C" __global__ void name(params)`, with __launch_bounds__(...) and __cluster_dims__(...)
+# (in either order) before or after `void`
+_BOUNDS = r'(?:(?:__launch_bounds__|__cluster_dims__)\s*' + _parenthesised(3) + r'\s*)*'
 _ENTRY = re.compile(
     r'extern\s+"C"\s+__global__\s+' + _BOUNDS + r'void\s+' + _BOUNDS + r'(\w+)\s*\(([^)]*)\)',
     re.S,

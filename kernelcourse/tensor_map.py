@@ -5,7 +5,8 @@ A kernel that copies with TMA takes each matrix as a `const __grid_constant__ kc
 that name the array's address, its shape and row pitch, the box one copy moves, and the
 swizzle the box is stored in. The harness passes a `TensorMap` in that argument's place and
 the backend encodes it at launch, in the process that launches (an isolated launch runs in a
-child whose arrays live at other addresses).
+child whose arrays live at other addresses): the cuda backend with the driver (encode_cuda),
+the cpu backend in an encoding of its own that kernels/cpu_hopper.h reads (encode_cpu).
 
 TMA's rules for a row-major matrix, which `refusal` names before anything is encoded:
 its start and every row's start 16-byte aligned (so the row pitch, cols x element size, a
@@ -20,6 +21,7 @@ import numpy as np
 
 SWIZZLE_BYTES = 128
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}
+CPU_MAGIC = 0x31504D5441504354      # "TCPATMP1": cpu_hopper.h's MAP_MAGIC, the first word of encode_cpu's
 
 
 @dataclass(frozen=True)
@@ -94,4 +96,19 @@ def encode_cuda(pointer: int, rows: int, cols: int, dtype: str, box_rows: int,
                            f"{dtype} at {pointer:#x}, box {box_rows} x {box_cols})")
     # its 16 64-bit words as one 128-byte value, which CuPy passes to the kernel by value
     words = np.array([int(w) for w in tensor_map.opaque], dtype=np.uint64)
+    return words.view(np.dtype((np.void, 128)))[0]
+
+
+def encode_cpu(pointer: int, rows: int, cols: int, dtype: str, box_rows: int,
+               box_cols: int) -> np.void:
+    """The 128 bytes the cpu backend passes for a tensor map (encode_cuda's arguments; the
+    same rules refused by name): 64-bit words, as kernels/cpu_hopper.h's Map reads them."""
+    element_bytes = ELEMENT_BYTES[dtype]
+    why = refusal(pointer, rows, cols, element_bytes, box_rows, box_cols)
+    if why:
+        raise ValueError(f"TMA cannot copy this matrix: {why}")
+    words = np.zeros(16, dtype=np.uint64)
+    words[:9] = (CPU_MAGIC, pointer,                      # a tag, the matrix's element (0, 0)
+                 rows, cols, cols * element_bytes,       # its shape, and its row pitch in bytes
+                 element_bytes, box_rows, box_cols, SWIZZLE_BYTES)
     return words.view(np.dtype((np.void, 128)))[0]

@@ -12,14 +12,15 @@
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared; GRADE_JOBS=4 runs one of them), simt-top (lab 06's rungs and
 # its tile sweep against cuBLAS), profile (Nsight Compute counters of every rung at 4096^3),
-# profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16), dynamic-shared
+# profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16), profile-hopper
+# (lab 08's wgmma rungs and cuBLAS in fp16), dynamic-shared
 # (lab 07's pipeline with its stages in dynamic shared memory, larger configurations timed).
 # Default: all of them.
 # A summary and one tarball (logs + results/) go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 run-to-run autotune-noise launch-overhead check-sanitize grade simt-top profile profile-fp16 dynamic-shared}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade simt-top profile profile-fp16 profile-hopper dynamic-shared}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -49,6 +50,7 @@ run_step() {
     simt-top)      "$py" labs/06-warp-tiling/sweep.py ;;
     profile)       "$py" -m kernelcourse profile --size 4096 ;;
     profile-fp16)  "$py" -m kernelcourse profile --size 4096 --ladder fp16 ;;
+    profile-hopper) "$py" -m kernelcourse profile --size 4096 --ladder hopper ;;
     dynamic-shared) "$py" labs/07-tensor-cores/dynamic_shared.py ;;
     grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1

@@ -111,6 +111,7 @@ SLOW = {
     "test_exercises.py": r"test_0[12]_|test_a_known_wrong_answer",
     "test_figures.py": r"test_the_script_writes_every_figure",
     "test_grade.py": r"",
+    "test_hopper_cpu.py": r"test_passes_the_cpu_suite",
     "test_lab_backends.py": r"test_a_lab_runs_or_says",
     "test_ladder.py": r"test_twin_passes_verification|test_the_c_rungs_agree_bit_for_bit",
     "test_matrix_cores.py": r"test_passes_the_cpu_suite|test_the_copying_rungs_pass|test_compiles_for_"

@@ -3,10 +3,11 @@
 CPU: TMA's rules on a matrix (named when broken); the tensor map's encoding reaches the
 driver with cuda.bindings' real argument types (only the missing driver stops it here);
 a kc_tensor_map parameter takes a TensorMap and nothing else; each rung builds for sm_90a
-with no spills, and a plain sm_90 build is refused for wgmma; the cpu and hip backends refuse
-it by name. GPU (`-m gpu`, an NVIDIA Hopper GPU): every rung against the float64 reference
-on ragged shapes TMA can describe (no fallback), in fp16 and bf16, and the GPU suite, where
-the shapes TMA cannot describe run lab 07's rung and say why.
+with no spills, and a plain sm_90 build is refused for wgmma; the hip backend refuses it by
+name (the cpu backend runs it: tests/test_hopper_cpu.py). GPU (`-m gpu`, an NVIDIA Hopper
+GPU): every rung against the float64 reference on ragged shapes TMA can describe (no
+fallback), in fp16 and bf16, and the GPU suite, where the shapes TMA cannot describe run lab
+07's rung and say why.
 """
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from kernelcourse import rungs
 from kernelcourse.args import ArgumentError, pack
 from kernelcourse.backends.compile_only import CompileError, nvrtc_compile
-from kernelcourse.backends.cpu import CpuBackend
+from kernelcourse.backends.hip import HipBackend
+from kernelcourse.device import Device
 from kernelcourse.gemm import GPU_SUITE, Shape, Suite
 from kernelcourse.source import KernelSource
 from kernelcourse.tensor_map import TensorMap, encode_cuda, refusal
@@ -88,9 +90,13 @@ def test_builds_for_sm90a_without_spills_and_not_for_plain_sm90(rung, bf16):
 
 
 @pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.name)
-def test_the_cpu_backend_refuses_it_by_name(rung):
-    with pytest.raises(NotImplementedError, match="sm_90a.*not emulated by the cpu backend"):
-        rung.c_impl(CpuBackend())
+def test_the_hip_backend_refuses_it_by_name(rung):
+    """No AMD GPU is needed to see it: the refusal comes before anything is compiled (the cpu
+    backend runs these rungs: tests/test_hopper_cpu.py)."""
+    hip = HipBackend.__new__(HipBackend)              # its device, without a GPU's runtime
+    hip.device = Device("amd", "AMD Instinct MI300X", "gfx942", lockstep_width=64, multiprocessors=304)
+    with pytest.raises(NotImplementedError, match="sm_90a.*has no AMD counterpart"):
+        rung.c_impl(hip)
 
 
 # --------------------------------------------------------------------------- on the GPU

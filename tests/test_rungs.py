@@ -23,8 +23,7 @@ ALL = list(rungs.RUNG.values())
 def preprocessor_defines(source) -> dict[str, str]:
     """The macros the file defines, built as the cpu backend builds it but with no -D."""
     unit = f'#include "cpu_runtime.h"\n#include "{source}"\n'
-    done = subprocess.run([find_compiler(), "-E", "-dM", "-x", "c++", *build_flags(),
-                           "-DKC_DEFINES_ONLY", "-"],
+    done = subprocess.run([find_compiler(), "-E", "-dM", "-x", "c++", *build_flags(), "-"],
                           input=unit, capture_output=True, text=True, check=True)
     found = {}
     for line in done.stdout.splitlines():
@@ -72,7 +71,7 @@ def test_each_lab_declares_its_own_rungs_beside_their_files():
             assert rung.twin is None or rung.twin.parent == folder
     assert [r.name for r in rungs.FP32] == ["naive", "tiled", "regblock", "double_buffer", "warp_tiling"]
     assert [r.name for r in rungs.MATRIX_CORE] == ["mma_tiles", "mma_pipeline", "mma_ahead"]
-    assert [r.name for r in rungs.HOPPER] == ["wgmma_tma", "wgmma_pipeline"]
+    assert [r.name for r in rungs.HOPPER] == ["wgmma_tma", "wgmma_wide", "wgmma_persistent", "wgmma_tma_store"]
     assert len(rungs.RUNG) == len(rungs.FP32) + len(rungs.MATRIX_CORE) + len(rungs.HOPPER)   # no name twice
 
 

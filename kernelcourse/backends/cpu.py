@@ -23,7 +23,12 @@ How the emulation gives what lab 01's README promises a student without a GPU:
     a time limit, which Python waits for (Ctrl-C stops it; the child dies with its caller),
     and its death becomes an exception that verify() reports as a verdict;
   * what a GPU would refuse or leave undefined stops the launch with a reason: threads at
-    different barriers, a barrier part of the block never reaches, a stack overflow;
+    different barriers, a barrier part of the block never reaches, a stack overflow, a
+    block whose threads all wait on what none of them will bring (a deadlock);
+  * lab 08's sm_90a builds run too: hopper.h's TMA copies, mbarriers, warpgroup-wide wgmma,
+    setmaxnreg and TMA stores are emulated and checked (kernels/cpu_hopper.h), a tensor map
+    passed as 128 bytes of the backend's own (tensor_map.encode_cpu); thread-block clusters
+    are refused by name;
   * what a GPU kernel cannot do, it cannot do here either, though it is native code in the
     caller's process. Before the library is loaded: it may include only the harness's
     headers and the system's, its own lines hold no inline assembly (read after the
@@ -53,6 +58,7 @@ import numpy as np
 
 from ..device import Device
 from ..source import KERNEL_INCLUDE_DIR, KernelSource
+from ..tensor_map import TensorMap, encode_cpu, layout
 from .base import AddressBackend, DeviceArray, WallClockEvent, host_array, widened
 from .cpu_build import cpu_compile, find_compiler
 
@@ -78,7 +84,7 @@ class _Status(ctypes.Structure):
                 ("guard", ctypes.c_int), ("syscall", ctypes.c_int), ("fault_address", ctypes.c_uint64),
                 ("pc", ctypes.c_uint64), ("library_base", ctypes.c_uint64), ("calls", ctypes.c_uint64 * 8),
                 ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
-                ("message", ctypes.c_char * 256), ("check", ctypes.c_int), ("alignment", ctypes.c_uint),
+                ("message", ctypes.c_char * 512), ("check", ctypes.c_int), ("alignment", ctypes.c_uint),
                 ("shared", ctypes.c_int)]
 
 
@@ -140,8 +146,11 @@ class CpuBackend(AddressBackend):
 
     # -- compiling and launching
     def _build(self, source, defines, options, arch_suffix=""):
-        if arch_suffix:
-            raise NotImplementedError("an architecture-specific build (sm_90a: wgmma, TMA, mbarriers) is not emulated by the cpu backend yet: it runs on an NVIDIA Hopper GPU only")
+        # sm_90a (wgmma, TMA, mbarriers: kernels/cpu_hopper.h) is the one architecture-specific
+        # target, and its functions are emulated like the rest.
+        if arch_suffix not in ("", "a"):
+            raise NotImplementedError(f"an sm_90{arch_suffix} build is not one the cpu backend knows "
+                                      "(it emulates sm_90a's wgmma, TMA and mbarriers)")
         path = cpu_compile(source, defines, options)
         if path not in self._libraries:
             self._libraries[path] = ctypes.CDLL(str(path))
@@ -158,7 +167,10 @@ class CpuBackend(AddressBackend):
             self.launches[kernel_name] = seed + 1
             order = ORDERS[seed % len(ORDERS)]                  # forward, reversed, shuffled, ...
             self.schedules.append((order, seed))
-            values = [np.uint64(a.pointer) if isinstance(a, CpuArray) else a for a in args]
+            # a tensor map: its 128 bytes (a cpu array is always contiguous)
+            values = [np.uint64(a.pointer) if isinstance(a, CpuArray) else
+                      encode_cpu(a.array.pointer, *layout(a, str(a.array.dtype), True, a.array.size))
+                      if isinstance(a, TensorMap) else a for a in args]
             cells = [ctypes.create_string_buffer(v.tobytes(), max(8, v.nbytes)) for v in values]
             pointers = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
             page = mmap.mmap(-1, PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import cache
-from ..args import SCALAR_TYPES
+from ..args import BY_VALUE, SCALAR_TYPES
 from ..grade.static.c_rules import SYMBOLS, Refused, blanked, check_symbols, line_of
 from ..source import KERNEL_INCLUDE_DIR, KernelSource, define_options, encode
 from .compile_only import CompileError, CompilerNotFound
@@ -32,7 +32,6 @@ MAPPED_HEADERS = sorted(str(p.relative_to(CUDA_HEADERS)) for p in CUDA_HEADERS.r
 UNSUPPORTED = (
     (r"\b__shfl\w*", "warp shuffles (__shfl*)"),
     (r"\b__(?:ballot|any|all|match)_sync\b|\b__activemask\b", "warp votes (__ballot_sync and kin)"),
-    (r"\b__syncwarp\b", "warp-level barriers (__syncwarp)"),
     (r"\b(?:__half2|half2|__floats2half2_rn|__float2half2_rn|__half22float2|__low2\w+|__high2\w+|__h2div)\b",
      "pairs of halves (half2) and their intrinsics"),
     (r"\bnvcuda\s*::\s*wmma\b|\bwmma\s*::", "tensor-core fragments (wmma)"),
@@ -41,6 +40,7 @@ UNSUPPORTED = (
                                    "with portable.h's KC_DYNAMIC_SHARED, which it does emulate)"),
     (r"\bcooperative_groups\b", "cooperative groups"),
     (r"\b__(?:nanosleep|threadfence\w*)\b", "__nanosleep and memory fences"),
+    (r"\b__cluster_dims__\b", "thread-block clusters (__cluster_dims__), which run on a Hopper GPU only"),
     # A launch runs in a child process of its own, so nothing a kernel leaves in a global
     # variable survives to the next launch, as it would on a GPU.
     (r"\b__(?:device|constant|managed)__\s+[^;{}()]*;", "global __device__ / __constant__ variables"),
@@ -55,6 +55,9 @@ LOAD_TIME = re.compile(r"\.(?:rela?\.)?(?:init_array|fini_array|preinit_array|ct
 # C's names for the scalars a launcher passes (args.SCALAR_TYPES: what a launch may pass).
 C_SCALARS = {np.int32: "int", np.uint32: "unsigned", np.int64: "long long",
              np.uint64: "unsigned long long", np.float32: "float", np.float64: "double"}
+# The structures passed by value (args.BY_VALUE), as a launcher declares them: the size and
+# alignment the kernel's header gives each (hopper.h's kc_tensor_map: 128 bytes on 64).
+C_STRUCTS = {"kc_tensor_map": "struct alignas(64) kc_tensor_map { unsigned char bytes[128]; };\n"}
 
 
 def find_compiler() -> str:
@@ -128,21 +131,29 @@ def launchers_source(src: KernelSource, entry_points: dict) -> str:
     """The launchers, a translation unit of their own: for each entry point, a function that
     calls it from an array of pointers to its argument values, and starts the grid. They
     include no header and hold no text of the kernel file's but its entry points' names: a
-    pointer is passed as void*, a scalar as the C type of its NumPy type."""
+    pointer is passed as void*, a scalar as the C type of its NumPy type, a structure of
+    BY_VALUE as its size and alignment (copied out of its cell first, which is not aligned
+    as the structure is)."""
     out = ['extern "C" int kc_start_isolated(const unsigned*, const unsigned*, unsigned long long, '
            'void (*)(void*), void*, int, unsigned long long, int, void*);\n']
+    structs = sorted({p.ctype for params in entry_points.values() for p in params if p.ctype in BY_VALUE})
+    out += [C_STRUCTS[ctype] for ctype in structs]
     for name, params in entry_points.items():
         types = []
         for p in params:
-            if not p.is_pointer and p.ctype not in SCALAR_TYPES:
+            if not p.is_pointer and p.ctype not in SCALAR_TYPES and p.ctype not in BY_VALUE:
                 raise CompileError(src.filename, "cpu", (
                     f"{src.filename}: parameter '{p.name}' of {name} is a {p.ctype}; a kernel takes "
-                    f"pointers and the scalars {', '.join(SCALAR_TYPES)}"))
-            types.append("void*" if p.is_pointer else C_SCALARS[SCALAR_TYPES[p.ctype]])
-        args = ", ".join(f"*({c}*)args[{i}]" for i, c in enumerate(types))
+                    f"pointers, the scalars {', '.join(SCALAR_TYPES)} and {', '.join(BY_VALUE)}"))
+            types.append("void*" if p.is_pointer else p.ctype if p.ctype in BY_VALUE
+                         else C_SCALARS[SCALAR_TYPES[p.ctype]])
+        copied = "".join(f"    {c} value{i}; __builtin_memcpy(&value{i}, args[{i}], sizeof value{i});\n"
+                         for i, c in enumerate(types) if c in BY_VALUE)
+        args = ", ".join(f"value{i}" if c in BY_VALUE else f"*({c}*)args[{i}]" for i, c in enumerate(types))
         out.append(f'extern "C" void {name}({", ".join(types)});\n'
                    f"static void kc_body_{name}(void* packed) {{\n"
                    f"    void** args = static_cast<void**>(packed); (void)args;\n"
+                   f"{copied}"
                    f"    {name}({args});\n}}\n"
                    f'extern "C" int kc_launch_{name}(const unsigned* grid, const unsigned* block, '
                    f"unsigned long long shared_bytes, void* args, int order, unsigned long long seed, "

@@ -81,7 +81,7 @@ struct Status {
                               // newest first: where the kernel was, when pc is in a library
                               // function it called (memcpy, or the C library's system call)
     uint3 block, thread;      // who was running
-    char message[256];        // FAILED: what the emulation refused to go on with; CHECKED:
+    char message[512];        // FAILED: what the emulation refused to go on with; CHECKED:
                               // the type accessed, or the index and the array's type
     int check;                // CHECKED: the check that failed (Check); fault_address holds
                               // the misaligned address
@@ -186,69 +186,171 @@ static void check_barrier(const Fiber* fibers, unsigned count) {
     }
 }
 
-// After a turn: every warp whose 32 lanes all wait at the same warp-wide operation goes on
-// (true if any did). A warp with only some of its lanes there stops the launch.
-static bool open_warps(Fiber* fibers, unsigned count) {
+// A group of consecutive threads that meets at its own operations: a warp (mma.h, __syncwarp)
+// or a warpgroup (hopper.h's wgmma and setmaxnreg).
+struct Group { FiberState state; unsigned threads; const char* name; const char* member; };
+constexpr Group WARP = {AT_WARP, WARP_LANES, "warp", "lane"};
+constexpr Group WARPGROUP = {AT_WARPGROUP, WARPGROUP_THREADS, "warpgroup", "thread"};
+
+// After a turn: every group whose threads all wait at the same operation goes on (true if
+// any did). A group with some of its threads there stops the launch when the others will
+// never come (they have finished, or wait at a __syncthreads() that the group's waiting
+// threads keep shut); others, waiting on a condition or at an operation of another group,
+// may still come.
+static bool open_groups(Fiber* fibers, unsigned count, const Group& group) {
     bool opened = false;
-    for (unsigned first = 0; first < count; first += WARP_LANES) {
-        const unsigned end = first + WARP_LANES < count ? first + WARP_LANES : count;
-        unsigned arrived = 0;
+    for (unsigned first = 0; first < count; first += group.threads) {
+        const unsigned end = first + group.threads < count ? first + group.threads : count;
+        unsigned arrived = 0, never = 0;
         int line = -1;
         for (unsigned t = first; t < end; ++t) {
-            if (fibers[t].state != AT_WARP) continue;
+            never += fibers[t].state == DONE || fibers[t].state == AT_BARRIER;
+            if (fibers[t].state != group.state) continue;
             ++arrived;
             if (line < 0) line = fibers[t].barrier_line;
             if (fibers[t].barrier_line != line) {
-                char text[200];
-                snprintf(text, sizeof text, "divergent warp: in block (%u, %u, %u) lanes of warp %u "
-                         "wait at the warp-wide operations of line %d and of line %d", blockIdx.x,
-                         blockIdx.y, blockIdx.z, first / WARP_LANES, line, fibers[t].barrier_line);
+                char text[240];
+                snprintf(text, sizeof text, "divergent %s: in block (%u, %u, %u) %ss of %s %u "
+                         "wait at the %s-wide operations of line %d and of line %d", group.name,
+                         blockIdx.x, blockIdx.y, blockIdx.z, group.member, group.name,
+                         first / group.threads, group.name, line, fibers[t].barrier_line);
                 stop(text);
             }
         }
         if (!arrived) continue;
-        if (arrived != WARP_LANES) {
-            char text[240];
-            snprintf(text, sizeof text, "divergent warp: in block (%u, %u, %u) %u of the %u lanes "
-                     "of warp %u reached the warp-wide operation on line %d; every lane of a full "
-                     "warp must (the others wait at __syncthreads(), have finished, or the block's "
-                     "size is not a multiple of 32)", blockIdx.x, blockIdx.y, blockIdx.z, arrived,
-                     end - first, first / WARP_LANES, line);
+        if (arrived != group.threads && (never || end - first < group.threads)) {
+            char text[320];
+            snprintf(text, sizeof text, "divergent %s: in block (%u, %u, %u) %u of the %u %ss "
+                     "of %s %u reached the %s-wide operation on line %d; every %s of a full %s "
+                     "must (the others wait at __syncthreads(), have finished, or the block's "
+                     "size is not a multiple of %u)", group.name, blockIdx.x, blockIdx.y,
+                     blockIdx.z, arrived, end - first, group.member, group.name,
+                     first / group.threads, group.name, line, group.member, group.name,
+                     group.threads);
             stop(text);
         }
+        if (arrived != group.threads) continue;       // the others may still come
         for (unsigned t = first; t < end; ++t) fibers[t].state = READY;
         opened = true;
     }
     return opened;
 }
 
+// After a turn: every waiting fiber whose condition now holds goes on (true if any did). The
+// condition is asked as the fiber (its thread named if what it does stops the launch).
+static bool wake_waiting(Fiber* fibers, unsigned count) {
+    bool woke = false;
+    for (unsigned t = 0; t < count; ++t) {
+        Fiber& fiber = fibers[t];
+        if (fiber.state != WAITING) continue;
+        launch.current = &fiber;
+        threadIdx = fiber.thread;
+        if (fiber.condition->met(*fiber.condition)) {
+            fiber.state = READY;
+            woke = true;
+        }
+    }
+    launch.current = nullptr;
+    return woke;
+}
+
+// What a stuck fiber waits for, in words ("at __syncthreads() on line 40").
+static void waits_for(const Fiber& fiber, char* text, size_t size) {
+    const int line = fiber.barrier_line;
+    switch (fiber.state) {
+    case AT_BARRIER:
+        snprintf(text, size, "at __syncthreads() on line %d", line);
+        break;
+    case AT_WARP:
+        snprintf(text, size, "at the warp-wide operation of line %d for the rest of their warp", line);
+        break;
+    case AT_WARPGROUP:
+        snprintf(text, size, "at the warpgroup-wide operation of line %d for the rest of their warpgroup", line);
+        break;
+    default: {
+        char missing[240];
+        fiber.condition->missing(*fiber.condition, missing, sizeof missing);
+        snprintf(text, size, "on line %d for %s", line, missing);
+    }
+    }
+}
+
+// No thread of the block can go on: each waits for what only another waiting thread could
+// bring (a GPU would hang here). The report names each distinct wait once, with how many
+// threads wait so, in thread order.
+[[noreturn]] static void deadlock(const Fiber* fibers, unsigned count) {
+    char text[sizeof status->message], what[300], other[300];
+    size_t used = size_t(snprintf(text, sizeof text, "deadlock: in block (%u, %u, %u) no thread can go on:",
+                                  blockIdx.x, blockIdx.y, blockIdx.z));
+    unsigned done = 0, told_waits = 0;
+    for (unsigned t = 0; t < count; ++t) {
+        if (fibers[t].state == DONE) { ++done; continue; }
+        waits_for(fibers[t], what, sizeof what);
+        bool told = false;                       // an earlier thread waits the same way
+        for (unsigned s = 0; s < t && !told; ++s)
+            if (fibers[s].state == fibers[t].state && fibers[s].barrier_line == fibers[t].barrier_line) {
+                waits_for(fibers[s], other, sizeof other);
+                told = strcmp(what, other) == 0;
+            }
+        if (told) continue;
+        unsigned same = 0;
+        for (unsigned s = t; s < count; ++s)
+            if (fibers[s].state == fibers[t].state && fibers[s].barrier_line == fibers[t].barrier_line) {
+                waits_for(fibers[s], other, sizeof other);
+                same += strcmp(what, other) == 0;
+            }
+        if (used < sizeof text)
+            used += size_t(snprintf(text + used, sizeof text - used, "%s %u thread%s wait%s %s",
+                                    told_waits++ ? ";" : "", same, same == 1 ? "" : "s", same == 1 ? "s" : "", what));
+    }
+    if (done && used < sizeof text)
+        snprintf(text + used, sizeof text - used, "; %u finished", done);
+    stop(text);
+}
+
 static void run_block(Fiber* fibers, char* stacks, unsigned count, int* order, int mode,
                       uint64_t& random) {
     for (unsigned t = 0; t < count; ++t) {
         fibers[t].state = READY;
+        fibers[t].condition = nullptr;
         fibers[t].thread = {t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
         prepare_fiber(fibers[t], stacks + (t + 1) * STACK_BYTES);
     }
+    launch.barriers_opened = 0;
     for (;;) {
         // One turn each, in this launch's order: every fiber runs until it reaches a
-        // barrier or its end. A new shuffle for every stretch between barriers.
+        // barrier, a wait or its end. A new shuffle for every stretch between barriers.
         order_of(order, count, mode, random);
-        bool waiting = false;
         for (unsigned i = 0; i < count; ++i) {
             Fiber& fiber = fibers[order[i]];
             if (fiber.state != READY) continue;
             launch.current = &fiber;
             threadIdx = fiber.thread;
             kc_switch(&launch.scheduler_sp, fiber.sp);
-            waiting |= fiber.state == AT_BARRIER;
         }
         launch.current = nullptr;
-        if (open_warps(fibers, count)) continue;      // warp-wide operations first
-        if (!waiting) return;
+        // What the turn may have opened: warps and warpgroups whose threads all arrived,
+        // waits whose condition now holds.
+        bool opened = open_groups(fibers, count, WARP);
+        opened |= open_groups(fibers, count, WARPGROUP);
+        opened |= wake_waiting(fibers, count);
+        if (opened) continue;
+        unsigned done = 0, at_barrier = 0;
+        for (unsigned t = 0; t < count; ++t) {
+            done += fibers[t].state == DONE;
+            at_barrier += fibers[t].state == AT_BARRIER;
+        }
+        if (done == count) break;
+        if (done + at_barrier < count) deadlock(fibers, count);
         // Everyone still running has arrived at the same barrier: it opens.
         check_barrier(fibers, count);
         for (unsigned t = 0; t < count; ++t)
             if (fibers[t].state == AT_BARRIER) fibers[t].state = READY;
+        ++launch.barriers_opened;
+    }
+    if (void (*end)() = launch.block_end) {
+        launch.block_end = nullptr;
+        end();
     }
 }
 
@@ -366,6 +468,9 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     shared_end = mapping + pages * page;
     shared_guard = page;
     dynamic_shared_base = reinterpret_cast<unsigned char*>(shared_end - padded);
+    dynamic_shared_end = reinterpret_cast<unsigned char*>(shared_end);
+    static_shared_begin = reinterpret_cast<unsigned char*>(__start_kc_shared);
+    static_shared_end = reinterpret_cast<unsigned char*>(__stop_kc_shared);
     // Blocks one after another, in this launch's order too (a correct kernel cannot tell).
     const unsigned blocks = grid.x * grid.y * grid.z;
     int* block_order = static_cast<int*>(mmap(nullptr, blocks * sizeof(int), PROT_READ | PROT_WRITE,
@@ -376,6 +481,7 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     for (unsigned b = 0; b < blocks; ++b) {
         const unsigned linear = unsigned(block_order[b]);
         blockIdx = {linear % grid.x, (linear / grid.x) % grid.y, linear / (grid.x * grid.y)};
+        launch.block_number = b;
         run_block(fibers, stacks, count, order, mode, random);
     }
 }

@@ -22,9 +22,16 @@
 //     on NVIDIA) each leave their operands in a slot of their own and wait until all 32
 //     have; every lane then computes its own results from all the slots. A warp with a
 //     lane elsewhere (at a __syncthreads(), finished) stops the launch, as a GPU's
-//     .aligned instructions require every lane.
+//     .aligned instructions require every lane. __syncwarp() of the whole warp is such a
+//     barrier with no operands; hopper.h's warpgroup-wide operations (cpu_hopper.h) are
+//     the same over the 128 threads of a warpgroup;
+//   * a thread may also wait on a condition other code tracks (cpu_hopper.h: the phase of an
+//     mbarrier): the scheduler asks the condition after every turn, and resumes the thread
+//     once it holds. When no thread of a block can go on, the launch stops as a deadlock,
+//     naming what each waits for (a GPU would hang).
 // Constructs it cannot emulate faithfully (warp shuffles and votes, tensor-core intrinsics,
-// inline PTX or GCN assembly) are refused before compiling, by the backend, with their name.
+// inline PTX or GCN assembly, thread-block clusters) are refused before compiling, by the
+// backend, with their name.
 //
 // The kernel file and the launch code (cpu_launch.h) are two translation units of one
 // library, so that no macro of the kernel's changes the launch code: what they share (the
@@ -47,6 +54,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static __attribute__((section("kc_shared")))
 
@@ -108,14 +116,23 @@ template <typename T> static inline T atomicCAS(T* address, T compare, T value) 
 // -- the thread model
 namespace kc {
 
-enum FiberState { READY, AT_BARRIER, AT_WARP, DONE };
+enum FiberState { READY, AT_BARRIER, AT_WARP, AT_WARPGROUP, WAITING, DONE };
+
+// What a WAITING fiber waits for. The scheduler asks met() after every turn (it may do the
+// work the wait stands for first: cpu_hopper.h lands the copies an mbarrier counts), and
+// missing() only when no thread of the block can go on, for the deadlock's report.
+struct Condition {
+    bool (*met)(const Condition& self);
+    void (*missing)(const Condition& self, char* text, size_t size);
+};
 
 struct Fiber {
     void* sp;                 // saved stack pointer while suspended
     FiberState state;
     uint3 thread;             // its threadIdx
-    int barrier_line;         // where it waits (the source line of its __syncthreads(), or
-                              // of the warp-wide operation)
+    int barrier_line;         // where it waits (the source line of its __syncthreads(), of
+                              // the warp-wide or warpgroup-wide operation, or of the wait)
+    const Condition* condition;   // WAITING: what for (on the fiber's own stack)
 };
 
 // What the launch runs and where it stands; one launch at a time per process.
@@ -124,12 +141,20 @@ struct Launch {
     void* args;
     Fiber* current;           // the fiber running now (null: the scheduler)
     void* scheduler_sp;
+    unsigned block_number;    // the running block's place in the launch's order (0, 1, ...)
+    unsigned barriers_opened; // the __syncthreads() barriers the running block has passed
+    void (*block_end)();      // called once every thread of the running block has finished,
+                              // then cleared (cpu_hopper.h: the TMA stores still to be done)
 };
 inline Launch launch;
 
-// The launch's dynamic shared memory (portable.h's KC_DYNAMIC_SHARED): cpu_launch.h maps it,
-// its end against a guard page.
+// The block's shared memory, as cpu_launch.h lays it out: the __shared__ variables (a section
+// of the library, one copy for the block that is running) and the launch's dynamic shared
+// memory (portable.h's KC_DYNAMIC_SHARED), its end against a guard page.
+inline unsigned char* static_shared_begin;
+inline unsigned char* static_shared_end;
 inline unsigned char* dynamic_shared_base;
+inline unsigned char* dynamic_shared_end;
 static inline unsigned char* dynamic_shared() { return dynamic_shared_base; }
 
 }  // namespace kc
@@ -170,8 +195,41 @@ static inline void warp_barrier(int line) {
     kc_switch(&launch.current->sp, launch.scheduler_sp);
 }
 
+// Warpgroup-wide operations (hopper.h): 128 consecutive thread indices, the first warp's
+// index a multiple of 4.
+constexpr unsigned WARPGROUP_THREADS = 128;
+
+// Wait until every thread of this warpgroup has arrived at the operation of `line`.
+static inline void warpgroup_barrier(int line) {
+    launch.current->state = AT_WARPGROUP;
+    launch.current->barrier_line = line;
+    kc_switch(&launch.current->sp, launch.scheduler_sp);
+}
+
+// Wait until `condition` holds (the wait of `line`).
+static inline void wait_for(const Condition& condition, int line) {
+    while (!condition.met(condition)) {
+        launch.current->state = WAITING;
+        launch.current->barrier_line = line;
+        launch.current->condition = &condition;
+        kc_switch(&launch.current->sp, launch.scheduler_sp);
+    }
+}
+
 }  // namespace kc
 
 // A function, not a macro, so that the compiler's messages about a call say __syncthreads;
 // __builtin_LINE() as a default argument is the line of the call.
 static inline void __syncthreads(int line = __builtin_LINE()) { kc::barrier(line); }
+
+// __syncwarp(): the whole warp meets (a warp-wide operation with nothing to exchange). A mask
+// naming part of the warp is not emulated: it stops the launch, named.
+static inline void __syncwarp(unsigned mask = 0xFFFFFFFFu, int line = __builtin_LINE()) {
+    if (mask != 0xFFFFFFFFu) {
+        char text[200];
+        snprintf(text, sizeof text, "__syncwarp(0x%08x) on line %d: the cpu backend emulates "
+                 "__syncwarp() of the whole warp only (mask 0xffffffff)", mask, line);
+        kc::stop(text);
+    }
+    kc::warp_barrier(line);
+}

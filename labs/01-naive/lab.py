@@ -45,8 +45,8 @@
 # comes back as a verdict instead of killing Python. It does not emulate GPU timing
 # (its times are CPU wall clock), the memory hierarchy (no caches, no HBM, no
 # coalescing) or warps (threads do not run 32 at a time in lockstep; warp shuffles,
-# votes, `__syncwarp`, wmma, inline assembly and dynamic `extern __shared__` are
-# refused at compile time, with their name and line).
+# votes, wmma, inline assembly and dynamic `extern __shared__` are refused at compile
+# time, with their name and line, and `__syncwarp()` is a barrier of the whole warp).
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU

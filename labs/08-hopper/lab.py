@@ -26,13 +26,23 @@
 #   straight from shared memory, asynchronously, into fp32 accumulators in their registers.
 #
 # `kernelcourse/kernels/hopper.h` wraps each in a small function and draws the layouts.
-# `wgmma_tma.cu` is the first rung: one warpgroup per 64 x 128 tile of C, one K slice at a
-# time. `wgmma_pipeline.cu` keeps STAGES slices in shared memory, so that the copy engine
-# fills the next ones while the warpgroup multiplies.
+# The rungs, one technique each:
+#
+# 1. `wgmma_tma.cu`: one warpgroup per 64 x 128 tile of C, one K slice at a time.
+# 2. `wgmma_wide.cu`: 128 x 256 tiles on two warpgroups, each with the widest wgmma
+#    (m64n256k16): twice the FLOPs per byte copied; such a block fills an SM alone, so a
+#    ring of STAGES slices overlaps its copies with its multiplies.
+# 3. `wgmma_persistent.cu`: a producer warpgroup that only copies and two consumers that
+#    only multiply (`setmaxnreg` moves registers to them), one block per SM walking many
+#    tiles in an L2-friendly order, its ring running on from one tile to the next.
+# 4. `wgmma_tma_store.cu`: C leaves through shared memory, stored by the copy engine while
+#    the consumers multiply the next tile.
 #
 # These kernels are built for `sm_90a`, the architecture-specific target whose PTX has
-# wgmma: they run on a Hopper GPU only. Elsewhere this lab shows what the compiler makes of
-# them (no GPU needed) and says why it runs nothing.
+# wgmma: on a GPU they run on a Hopper only. Without a GPU the cpu backend runs them, each
+# Hopper instruction emulated and its use checked (`kernelcourse/kernels/cpu_hopper.h`): the
+# test below then runs there, and the timings are the CPU's, never a GPU's. On another GPU
+# this lab shows what the compiler makes of them and says why it runs nothing else.
 
 # %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
@@ -40,32 +50,34 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 from kernelcourse import bench, lab, rungs
 
 run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # C only: no Triton twin
-WGMMA_TMA, WGMMA_PIPELINE = rungs.of_lab("08")                # this lab's rungs.py
+LADDER = rungs.of_lab("08")                                   # this lab's rungs.py
+WIDE, PERSISTENT = LADDER[1], LADDER[2]
 print(run.describe())
 
 # %% [markdown]
 # ## 1. The kernels
 #
-# Their launch for a 4096 x 4096 C: one warpgroup (128 threads) per 64 x 128 tile, and the
-# shared memory each block takes (the pipeline's stages are dynamic shared memory, asked for
-# at launch, with 1024 bytes to start them on the swizzle's 1024-byte boundary).
+# Their launch for a 4096 x 4096 C, and the shared memory each block takes (the stages of
+# rungs 2-5 are dynamic shared memory, asked for at launch, with 1024 bytes to start them on
+# the swizzle's 1024-byte boundary; the last rung's also hold C's staging tiles).
 
 # %%
-for rung in (WGMMA_TMA, WGMMA_PIPELINE):
+for rung in LADDER:
     print(run.build(rung).describe(4096, 4096, run.device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test
 #
-# On the GPU suite (ragged shapes, poisoned C, canary zones), in fp16 and bf16. TMA needs
-# every row of A and B to start on a 16-byte boundary (K and N multiples of 8): the shapes
-# that break that run lab 07's `mma_ahead` instead, and `fell_back` says which and why.
-# `tests/test_hopper.py` also checks each rung, with no fallback, on ragged shapes TMA can
+# On the suite of where it runs (the GPU suite, or the cpu backend's smaller one: ragged
+# shapes, poisoned C, canary zones), in fp16 and bf16. TMA needs every row of A, B and C to
+# start on a 16-byte boundary (K and N multiples of 8): the shapes that break that run lab
+# 07's `mma_ahead` instead, and `fell_back` says which and why. `tests/test_hopper.py` and
+# `tests/test_hopper_cpu.py` also check each rung, with no fallback, on ragged shapes TMA can
 # describe.
 
 # %%
 found = {}
-for rung in (WGMMA_TMA, WGMMA_PIPELINE):
+for rung in LADDER:
     for precision in ({}, {"KC_BF16": 1}):
         impl = run.c_impl(rung, **precision)
         if impl is None:
@@ -80,26 +92,31 @@ for rung in (WGMMA_TMA, WGMMA_PIPELINE):
 # ## 3. Resource usage, with no GPU
 #
 # Registers, shared memory and spills of each build for sm_90a, from NVRTC's ptxas report.
-# The accumulators of one m64n128 tile are 64 floats a thread.
+# The accumulators of one m64n128 tile are 64 floats a thread, of one m64n256 tile 128. The
+# rungs with a producer warpgroup report 168 registers, the launch's share (65536 / 384
+# threads); their consumers raise that to 232 at run time (setmaxnreg), which no
+# compile-time report shows.
 
 # %%
-for rung in (WGMMA_TMA, WGMMA_PIPELINE):
+for rung in LADDER:
     run.resources(rung, variants=({}, {"KC_BF16": 1}))
 
 # %% [markdown]
 # ## 4. Benchmark
 #
 # Each rung against `torch.matmul` of the same precision, in the same run, at 4096³ and
-# 8192³; then the pipeline's depth at 8192³ in fp16.
+# 8192³; then, at 8192³ in fp16, the ring's depth (rung 2: 3 stages against its 4) and the
+# persistent walk's group of tile rows (rung 3; GROUP_M=1 walks C row by row).
 
 # %%
 timings = []
 for dtype, impls in found.items():
     timings += run.timed(impls, dtype, (4096, 8192), warmup=5, repeats=20)
 if found:
-    depths = [run.c_impl(WGMMA_PIPELINE, STAGES=s) for s in (2, 3, 6)]
-    timings += run.timed(depths, "fp16", (8192,), warmup=5, repeats=20)
+    sweep = [run.c_impl(WIDE, STAGES=3)]
+    sweep += [run.c_impl(PERSISTENT, GROUP_M=g) for g in (1, 4, 16)]
+    timings += run.timed(sweep, "fp16", (8192,), warmup=5, repeats=20)
     print(bench.table(timings))
     run.save("hopper", {"timings": timings}, size=run.size)
 else:
-    print("Hopper only: nothing here runs wgmma")
+    print("Hopper only: nothing here runs wgmma (BACKEND=cpu emulates it)")

@@ -29,15 +29,33 @@ def tiles_of_c(d, M, N):
     return (ceil_div(N, d["BN"]), ceil_div(M, d["BM"])), (d["THREADS"],)
 
 
+def one_block_per_sm(d, M, N):
+    """A persistent grid: BLOCKS blocks (one per SM), fewer where C has fewer tiles."""
+    tiles = ceil_div(N, d["BN"]) * ceil_div(M, d["BM"])
+    return (min(tiles, d["BLOCKS"]),), (d["THREADS"],)
+
+
+def ring_of(d) -> int:
+    """The stages of a ring of BM x BK slices of A and BK x BN of B, and 1024 bytes to start
+    them on a 1024-byte boundary (dynamic shared memory)."""
+    return d["STAGES"] * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2 + 1024
+
+
 def address(array) -> int:
-    """A CuPy array's device address (a bf16 array: its 16-bit words')."""
+    """A device array's address: the cpu backend's (.pointer), or a CuPy array's (a bf16
+    array: its 16-bit words')."""
+    if hasattr(array, "pointer"):
+        return array.pointer
     return getattr(array, "bits", array).data.ptr
 
 
-def tma_refusal(A, B, M, N, K, d) -> str | None:
-    """Why TMA cannot read this A and B (None: it can)."""
-    for name, array, rows, cols, box in (("A", A, M, K, (d["BM"], d["BK"])),
-                                         ("B", B, K, N, (d["BK"], B_BOX))):
+def tma_refusal(A, B, C, M, N, K, d, stores_by_tma=False) -> str | None:
+    """Why TMA cannot read this A and B, or write this C where the kernel stores by TMA
+    (None: it can)."""
+    matrices = [("A", A, M, K, (d["BM"], d["BK"])), ("B", B, K, N, (d["BK"], B_BOX))]
+    if stores_by_tma:
+        matrices.append(("C", C, M, N, (64, B_BOX)))
+    for name, array, rows, cols, box in matrices:
         why = refusal(address(array), rows, cols, 2, *box)
         if why:
             return f"{name} ({rows} x {cols}): {why}"
@@ -46,16 +64,21 @@ def tma_refusal(A, B, M, N, K, d) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class TmaRung(Rung):
-    """A rung whose kernel reads A and B through tensor maps (and is built for sm_90a)."""
+    """A rung whose kernel reads A and B through tensor maps (and is built for sm_90a); with
+    `stores_by_tma`, it writes C through one too (a tensor map in C's place)."""
+
+    stores_by_tma: bool = False
 
     def c_impl(self, backend, **defines) -> GemmImpl:
+        if "BLOCKS" in self.defines and backend.device.multiprocessors:
+            defines = {"BLOCKS": backend.device.multiprocessors, **defines}   # one block per SM
         build = self.build(backend.device.lockstep_width, **defines)
         d = build.defines
         kernel = backend.compile(self.source, self.kernel, d, arch_suffix=self.arch_suffix)
         fallback = {}
 
         def run(A, B, C, M, N, K):
-            why = tma_refusal(A, B, M, N, K, d)
+            why = tma_refusal(A, B, C, M, N, K, d, self.stores_by_tma)
             if why:
                 if "impl" not in fallback:
                     from kernelcourse.rungs import RUNG
@@ -64,34 +87,34 @@ class TmaRung(Rung):
                 return fallback["impl"](A, B, C, M, N, K)
             a_map = TensorMap(A, M, K, d["BM"], d["BK"])
             b_map = TensorMap(B, K, N, d["BK"], B_BOX)
+            c_arg = TensorMap(C, M, N, 64, B_BOX) if self.stores_by_tma else C
             grid, block = build.launch(M, N)
-            kernel(grid, block, (a_map, b_map, C, M, N, K), build.launch_shared)
+            kernel(grid, block, (a_map, b_map, c_arg, M, N, K), build.launch_shared)
         run.fell_back = {}
         return GemmImpl(build.label(backend.name), backend, run, build.dtype)
 
 
-RUNGS = (TmaRung(
-    name="wgmma_tma",
-    source=HERE / "wgmma_tma.cu", kernel="hgemm_wgmma_tma",
-    geometry=tiles_of_c,
-    twin=None,
-    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
-    shared_of=lambda d: (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2,
-    summary="one warpgroup per 64 x 128 tile: TMA copies each K slice, wgmma multiplies it in shared memory",
-    header_defines=PRECISION,
-    dtype="fp16",
-    arch_suffix="a",
-), TmaRung(
-    name="wgmma_pipeline",
-    source=HERE / "wgmma_pipeline.cu", kernel="hgemm_wgmma_pipeline",
-    geometry=tiles_of_c,
-    twin=None,
-    intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
-    # the stages, and 1024 bytes to start them on a 1024-byte boundary
-    shared_of=lambda d: d["STAGES"] * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2 + 1024,
-    summary="STAGES slices in shared memory: the copy engine fills the next while wgmma multiplies one",
-    header_defines=PRECISION,
-    dtype="fp16",
-    arch_suffix="a",
-    dynamic_shared=True,
-))
+def hopper_rung(name: str, geometry, shared_of, summary: str, **more) -> TmaRung:
+    """A rung of this lab: labs/08-hopper/<name>.cu, kernel hgemm_<name>, fp16 (bf16 with
+    KC_BF16=1), built for sm_90a, no Triton twin (Triton does this itself: lab 05)."""
+    return TmaRung(name=name, source=HERE / f"{name}.cu", kernel=f"hgemm_{name}", geometry=geometry,
+                   twin=None, intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
+                   shared_of=shared_of, summary=summary, header_defines=PRECISION, dtype="fp16",
+                   arch_suffix="a", **more)
+
+
+RUNGS = (
+    hopper_rung("wgmma_tma", tiles_of_c, lambda d: (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2,
+                "one warpgroup per 64 x 128 tile: TMA copies each K slice, wgmma multiplies it in shared memory"),
+    hopper_rung("wgmma_wide", tiles_of_c, ring_of,
+                "128 x 256 tiles on two warpgroups, each one m64n256k16 per 16 of K, fed by a ring of stages",
+                dynamic_shared=True),
+    hopper_rung("wgmma_persistent", one_block_per_sm, ring_of,
+                "a producer warpgroup and two consumers; one block per SM walks many tiles in L2-friendly "
+                "groups, the ring running on across tiles", dynamic_shared=True),
+    # the ring, and a 64 x BN staging tile of C per consumer warpgroup
+    hopper_rung("wgmma_tma_store", one_block_per_sm,
+                lambda d: ring_of(d) + (d["THREADS"] // 128 - 1) * 64 * d["BN"] * 2,
+                "C leaves through shared memory: each consumer stages its tile, one thread asks TMA to store it",
+                dynamic_shared=True, stores_by_tma=True),
+)
