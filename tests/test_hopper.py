@@ -122,6 +122,17 @@ def test_passes_every_shape_tma_can_describe(hopper, rung, bf16):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rung", [r for r in HOPPER if "BLOCKS" in r.defines], ids=lambda r: r.name)
+def test_a_persistent_block_walks_several_tiles(hopper, rung):
+    """With one block per SM the suite's ragged shapes give each block one tile at most: three
+    blocks walk them all, their rings turning on from tile to tile."""
+    impl = rung.c_impl(hopper, BLOCKS=3)
+    report = verify(impl, suite=TMA_SUITE, verbose=False)
+    assert report.passed, report.diagnosis
+    assert impl.run.fell_back == {}, impl.run.fell_back
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.name)
 def test_passes_in_an_isolated_launch(hopper, rung):
     """Isolated (as make check runs a kernel under test), each launch runs in a child process

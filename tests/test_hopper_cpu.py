@@ -12,7 +12,7 @@ an mbarrier never initialised, a TMA round trip (zero fill, clipping) and the fe
 TMA store.
 """
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,17 @@ def test_passes_the_cpu_suite_falling_back_where_tma_cannot(cpu, rung, bf16):
     assert set(impl.run.fell_back) == {(s.M, s.N, s.K) for s in CPU_SUITE.shapes if s.N % 8 or s.K % 8}
 
 
+@pytest.mark.parametrize("rung", [r for r in EMULATED if "BLOCKS" in r.defines], ids=lambda r: r.name)
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_a_persistent_block_walks_several_tiles(cpu, rung, blocks):
+    """The cpu device has no SMs to count: with BLOCKS=1 or 2 each block takes many tiles of
+    the suite, and its ring turns on across them."""
+    impl = rung.c_impl(cpu, BLOCKS=blocks)
+    report = verify(impl, TMA_CPU_SUITE, verbose=False)
+    assert report.passed and report.cause == "ok", str(report)
+    assert impl.run.fell_back == {}, impl.run.fell_back
+
+
 @pytest.mark.parametrize("rung", EMULATED, ids=lambda r: r.name)
 @pytest.mark.parametrize("bf16", [0, 1], ids=["fp16", "bf16"])
 def test_passes_every_shape_tma_can_describe(cpu, rung, bf16):
@@ -88,6 +99,7 @@ class Broken:
     edits: tuple[tuple[str, str], ...]
     says: str | None
     suite: Suite = TMA_CPU_SUITE
+    defines: dict = field(default_factory=dict)     # BLOCKS=1: a persistent block walks every tile
 
     def apply(self, text: str) -> str:
         for old, new in self.edits:
@@ -132,6 +144,16 @@ BROKEN = (
            (("    kc_wgmma_wait<0>();\n    kc_wgmma_hold(acc);\n\n", "\n"),
             ("            C[(size_t)row * N + col] = kc_to_elem(acc[i]);\n    }\n}",
              "            C[(size_t)row * N + col] = kc_to_elem(acc[i]);\n    }\n    kc_wgmma_wait<0>();\n}")), None),
+    # Mistakes that show only where a persistent block walks more than one tile.
+    Broken("restages_before_the_store_read", "wgmma_tma_store",
+           "the next tile written into the staging tile before the last tile's stores have read it",
+           (("        if (leader)\n            kc_tma_store_wait<0>();\n        kc_named_barrier(1 + consumer, 128);\n", ""),),
+           None, defines={"BLOCKS": 1}),
+    Broken("slice_count_per_tile", "wgmma_persistent",
+           "the consumers count slices from 0 again on every tile, the producer does not",
+           (("    int it = 0;\n    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
+             "    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n        int it = 0;\n"),),
+           r"reads a stage before its barrier", defines={"BLOCKS": 1}),
     Broken("no_proxy_fence", "wgmma_tma_store", "the staging tile handed to TMA without kc_fence_proxy_async()",
            (("        kc_fence_proxy_async();\n", ""),),
            r"kc_tma_store_2d: thread \d+ met this thread at its last barrier with no kc_fence_proxy_async\(\)"),
@@ -143,7 +165,7 @@ def test_a_known_wrong_variant_is_caught(cpu, tmp_path, broken):
     rung = rungs.RUNG[broken.rung]
     path = tmp_path / rung.source.name
     path.write_text(broken.apply(rung.source.read_text()))
-    report = verify(rung.with_files(source=path).c_impl(cpu), broken.suite, verbose=False)
+    report = verify(rung.with_files(source=path).c_impl(cpu, **broken.defines), broken.suite, verbose=False)
     assert not report.passed, str(report)
     crashes = [r.crash for r in report.results if r.crash]
     if broken.says is None:

@@ -35,8 +35,8 @@
 //   * TMA stores read the shared tile (swizzled) and write the box, clipped at the tensor's
 //     edges, when kc_tma_store_wait<N>() retires their group (or when the block ends); the
 //     proxy fence before one is checked (kc_fence_proxy_async() says how).
-// Thread-block clusters (kc_cluster_*, TMA multicast, __cluster_dims__) are not emulated:
-// the backend refuses a kernel that names them before compiling.
+// Thread-block clusters (__cluster_dims__) are not emulated: the backend refuses a kernel that
+// declares them before compiling.
 #pragma once
 
 namespace kc::hopper {
@@ -196,8 +196,9 @@ struct Wgmma {                    // a wgmma issued, not retired
 
 struct Warpgroup {
     unsigned serial;              // its warpgroup-wide operations so far (who acts for them)
-    bool fenced;                  // a kc_wgmma_fence since the last commit or wait
-    Site synced;                  // that last commit or wait
+    bool fenced;                  // a kc_wgmma_fence since the last wait (the accumulators' threads
+                                  // may use them after a wait, and a fence must follow that use)
+    Site synced;                  // that last wait
     unsigned committed, retired;  // commit groups closed, and retired
     unsigned first, in_flight;    // its wgmmas not retired: wgmmas[first ..], a ring
     int registers;                // its last setmaxnreg's count (0: none yet)
@@ -341,12 +342,16 @@ static void land_copies_to(kc_u32 barrier) {
     b.copy_count = kept;
 }
 
-// A thread's wait on a phase of a barrier: met once the phase of that parity has completed,
-// after the copies in flight to the barrier have landed.
+// A thread's wait on a phase of a barrier: met once the phase of that parity has completed
+// (the copies in flight to the barrier land when a wait needs them to).
 struct PhaseWait : Condition { kc_u32 barrier; int parity; };
 
 static bool phase_complete(const Condition& condition) {
     const PhaseWait& wait = static_cast<const PhaseWait&>(condition);
+    // A phase of that parity completed already: the wait returns at once, as on a GPU, and
+    // lands nothing (a wait with the wrong parity then reads a stage still being copied).
+    if (find_barrier(wait.barrier)->phase % 2 != unsigned(wait.parity))
+        return true;
     land_copies_to(wait.barrier);
     return find_barrier(wait.barrier)->phase % 2 != unsigned(wait.parity);
 }
@@ -509,10 +514,11 @@ static void issue(float* d, int n, kc_u64 desc_a, kc_u64 desc_b, int accumulate,
         if (!wg.fenced) {
             char since[80] = "since the block started";
             if (wg.synced.line)
-                snprintf(since, sizeof since, "since its last kc_wgmma_commit() or kc_wgmma_wait() (line %d)",
+                snprintf(since, sizeof since, "since its last kc_wgmma_wait() (line %d)",
                          wg.synced.line);
-            snprintf(text, sizeof text, "%s: no kc_wgmma_fence() in warpgroup %u %s: each group of "
-                     "wgmmas starts with a fence, after the threads' last use of the accumulators",
+            snprintf(text, sizeof text, "%s: no kc_wgmma_fence() in warpgroup %u %s: the first wgmma "
+                     "after the threads have used the accumulators (here: after every wait) needs a "
+                     "fence before it",
                      what, index, since);
             refuse(at, text);
         }
@@ -719,11 +725,7 @@ static inline void kc_wgmma_fence(kc::hopper::Site at = kc::hopper::here()) {
 
 static inline void kc_wgmma_commit(kc::hopper::Site at = kc::hopper::here()) {
     using namespace kc::hopper;
-    together({COMMIT}, at, [&](Warpgroup& wg, unsigned) {
-        ++wg.committed;
-        wg.fenced = false;
-        wg.synced = at;
-    });
+    together({COMMIT}, at, [&](Warpgroup& wg, unsigned) { ++wg.committed; });
 }
 
 template <int Pending>
@@ -893,7 +895,10 @@ static void check_fences(unsigned thread, Site at) {
         }
         if (theirs.fenced != fence_epoch + 1 && theirs.fenced_before != fence_epoch + 1) {
             char text[400], who[120] = "no kc_fence_proxy_async() in this thread before this store";
-            if (named || sync)
+            if ((named || sync) && theirs.fenced == fence_epoch + 2)
+                snprintf(who, sizeof who, "thread %u fenced after its last barrier with this thread, "
+                         "not before it: a barrier must come between the fence and the store", t);
+            else if (named || sync)
                 snprintf(who, sizeof who, "thread %u met this thread at its last barrier with no "
                          "kc_fence_proxy_async() since the barrier before", t);
             snprintf(text, sizeof text, "kc_tma_store_2d: %s: the copy engine reads shared memory "

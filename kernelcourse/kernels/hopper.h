@@ -4,9 +4,9 @@
 // Include it after portable.h and mma.h (for kc_elem: fp16, or bf16 with -DKC_BF16=1), in a
 // file built for sm_90a: the `a` target is the one whose PTX has wgmma and setmaxnreg (a
 // plain sm_90 build refuses them). On the cpu backend (KC_CPU) the same functions come from
-// cpu_hopper.h, emulated and checked as they are used, but for the clusters' (the last
-// section): those run on a Hopper GPU only, and the cpu backend refuses a kernel that names
-// them. Three pieces, each a unit of its own:
+// cpu_hopper.h, emulated and checked as they are used (thread-block clusters are not: the cpu
+// backend refuses a kernel that declares __cluster_dims__). Three pieces, each a unit of its
+// own:
 //
 //   TMA (the tensor memory accelerator): one thread asks the copy engine for a whole tile,
 //   a box of a 2-D tensor described by a tensor map (kc_tensor_map, encoded on the host by

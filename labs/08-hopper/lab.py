@@ -58,7 +58,7 @@ print(run.describe())
 # ## 1. The kernels
 #
 # Their launch for a 4096 x 4096 C, and the shared memory each block takes (the stages of
-# rungs 2-5 are dynamic shared memory, asked for at launch, with 1024 bytes to start them on
+# rungs 2-4 are dynamic shared memory, asked for at launch, with 1024 bytes to start them on
 # the swizzle's 1024-byte boundary; the last rung's also hold C's staging tiles).
 
 # %%

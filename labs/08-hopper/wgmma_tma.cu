@@ -19,7 +19,8 @@
 // says how): A's box is BM rows x BK columns, B's is BK rows x 64 columns (a 128-byte row of
 // 16-bit elements is the widest box the 128-byte swizzle takes), so a BK x BN slice of B is
 // BN / 64 boxes, stored one after the other. TMA needs each row of A and B to start on a
-// 16-byte boundary: K and N multiples of 8 (rungs.py refuses other shapes, naming why).
+// 16-byte boundary: K and N multiples of 8 (other shapes run lab 07's mma_ahead instead;
+// rungs.py says why).
 #include "portable.h"
 #include "mma.h"
 #include "hopper.h"

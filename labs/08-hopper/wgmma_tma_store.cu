@@ -2,8 +2,8 @@
 // each consumer leaves its 64 x 256 tile in shared memory, and one thread asks TMA to store it.
 //
 // Until here every thread stored its 128 accumulators itself, two bytes at a time: 128 store
-// instructions a thread, 32 of them from each warp landing on 8 rows, while the tensor cores
-// waited (Nsight Compute's stall reason for it: lg_throttle, the queue of global-memory
+// instructions a thread, each of them a warp's 32 two-byte values spread over 8 rows, while the
+// tensor cores waited (Nsight Compute's stall reason for it: lg_throttle, the queue of global-memory
 // instructions full). Here a store takes three steps per consumer and tile:
 //
 //   1. wait: the warpgroup's first thread waits until the stores of its previous tile have
