@@ -71,6 +71,10 @@ def pack(kernel_name: str, params: list[Param], args, dtype_of, is_device_array)
             if not is_device_array(value.array):
                 raise ArgumentError(f"{where}: its {want.__name__} must describe a device array, "
                                     f"got {type(value.array).__name__}")
+            element = getattr(value, "element", None)
+            if element is not None and dtype_of(value.array) != element:
+                raise ArgumentError(f"{where}: the kernel reads {element} through it, the array "
+                                    f"holds {dtype_of(value.array)}")
             packed.append(value)
             continue
         np_type = SCALAR_TYPES.get(param.ctype)

@@ -34,6 +34,8 @@ class TensorMap:
     cols: int
     box_rows: int
     box_cols: int
+    element: str | None = None     # what the kernel reads its elements as ('float16', 'bfloat16'):
+                                   # the array must hold that (None: not checked)
 
 
 def layout(tensor_map: TensorMap, dtype: str, contiguous: bool, size: int) -> tuple:

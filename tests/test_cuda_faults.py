@@ -42,6 +42,7 @@ def test_every_error_has_its_own_code_name_text_and_sentence():
     for e in errors:
         assert cuda.cuda_error(RuntimeErrorOfCuPy(e.code, "")) is e
         assert cuda.cuda_error(f"{e.name}: {e.text}") is e
+        assert cuda.cuda_error(f"failed with {e.name}") is e           # its name alone, no text
         assert cuda.cuda_error(f"CUDA error: {e.text}") is e
         lead = e.sentence.split(":")[0]                 # the sentence starts with CUDA's own words
         assert lead in e.text or lead.replace(" ", "") in e.name.lower(), e

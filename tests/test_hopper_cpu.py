@@ -229,3 +229,23 @@ def test_a_tma_round_trip_zero_fills_the_load_and_clips_the_store(cpu, probes):
     with pytest.raises(KernelFault, match=r"kc_tma_store_2d: thread \d+ met this thread at its last barrier "
                                           r"with no kc_fence_proxy_async\(\)"):
         probes("tma_round_trip")((1,), (128,), args[:-1] + (0,))
+
+
+@pytest.mark.parametrize("rung", [rungs.HOPPER[0], rungs.HOPPER[-1]], ids=lambda r: r.name)
+def test_arrays_of_the_other_precision_are_refused_before_a_launch(cpu, rung):
+    """A bf16 build reads its tensor maps as bf16: fp16 arrays (whose bits would be read as
+    bf16 ones) are refused, with both types named; the rung storing C by TMA has no pointer
+    argument left that would catch it."""
+    from kernelcourse.args import ArgumentError
+    impl = rung.c_impl(cpu, KC_BF16=1)
+    A, B, C = (cpu.to_device(np.zeros(shape, np.float32), "fp16") for shape in ((64, 64), (64, 128), (64, 128)))
+    with pytest.raises(ArgumentError, match="the kernel reads bfloat16 through it, the array holds float16"):
+        impl(A, B, C, 64, 128, 64)
+
+
+def test_a_copy_no_thread_waits_for_is_named_when_the_block_ends(cpu, probes):
+    source = cpu.to_device(np.ones((64, 64), np.float32), "fp16")
+    out = cpu.to_device(np.zeros(128, np.float32))
+    with pytest.raises(KernelFault, match=r"the block finished with 1 TMA copies \(this one the first\) that "
+                                          r"no thread waited for"):
+        probes("unwaited_copy")((1,), (128,), (TensorMap(source, 64, 64, 64, 64), out))

@@ -603,6 +603,13 @@ static void finish_block() {
                      "accumulators are used", w, b.warpgroups[w].in_flight);
             refuse(op.at, text);
         }
+    if (b.copy_count) {
+        char text[300];
+        snprintf(text, sizeof text, "the block finished with %u TMA copies (this one the first) that no "
+                 "thread waited for: their bytes would land in the shared memory of a block that has "
+                 "ended (wait on each copy's mbarrier, or ask only for what is used)", b.copy_count);
+        refuse(copies[0].at, text);
+    }
     perform_stores(~0u, 0);
 }
 

@@ -75,6 +75,7 @@ class TmaRung(Rung):
         build = self.build(backend.device.lockstep_width, **defines)
         d = build.defines
         kernel = backend.compile(self.source, self.kernel, d, arch_suffix=self.arch_suffix)
+        element = {"fp16": "float16", "bf16": "bfloat16"}[build.dtype]     # kc_elem, as arrays name it
         fallback = {}
 
         def run(A, B, C, M, N, K):
@@ -85,9 +86,9 @@ class TmaRung(Rung):
                     fallback["impl"] = RUNG[FALLBACK].c_impl(backend, KC_BF16=d["KC_BF16"])
                 run.fell_back[(M, N, K)] = why
                 return fallback["impl"](A, B, C, M, N, K)
-            a_map = TensorMap(A, M, K, d["BM"], d["BK"])
-            b_map = TensorMap(B, K, N, d["BK"], B_BOX)
-            c_arg = TensorMap(C, M, N, 64, B_BOX) if self.stores_by_tma else C
+            a_map = TensorMap(A, M, K, d["BM"], d["BK"], element)
+            b_map = TensorMap(B, K, N, d["BK"], B_BOX, element)
+            c_arg = TensorMap(C, M, N, 64, B_BOX, element) if self.stores_by_tma else C
             grid, block = build.launch(M, N)
             kernel(grid, block, (a_map, b_map, c_arg, M, N, K), build.launch_shared)
         run.fell_back = {}

@@ -70,3 +70,16 @@ extern "C" __global__ void tma_round_trip(const __grid_constant__ kc_tensor_map 
         kc_tma_store_wait<0>();
     }
 }
+
+// A TMA copy that no thread waits for: the block ends while its bytes are still on the way.
+extern "C" __global__ void unwaited_copy(const __grid_constant__ kc_tensor_map in, float* out)
+{
+    __shared__ __align__(1024) kc_elem tile[64 * 64];
+    __shared__ __align__(8) kc_u64 landed;
+    if (threadIdx.x == 0) {
+        kc_mbarrier_init(&landed, 1);
+        kc_mbarrier_arrive_expect_tx(&landed, (int)sizeof tile);
+        kc_tma_load_2d(tile, &in, &landed, 0, 0);
+    }
+    out[threadIdx.x] = 1.0f;
+}
