@@ -351,7 +351,7 @@ def _kernel_line(library: Path, status: _Status) -> str | None:
     stack from a line of the kernel's (none, where the kernel's call was its last: a jump)."""
     for address in (status.pc, *status.calls):
         line = _source_line(library, address - status.library_base) if address else None
-        if line and os.path.basename(line.rpartition(":")[0]) not in ("cpu_launch.h", "launchers.cpp"):
+        if line and os.path.basename(line.rpartition(":")[0]) not in ("cpu_launch.h", "cpu_schedule.h", "launchers.cpp"):
             return line
     return None
 
