@@ -156,6 +156,10 @@ class CBackend(Backend):
     @abstractmethod
     def is_device_array(self, value) -> bool: ...
 
+    @abstractmethod
+    def address(self, array) -> int:
+        """A device array's address in device memory (what a copy engine's rules are about)."""
+
     def compile(self, source, kernel_name: str, defines: dict | None = None,
                 options: tuple[str, ...] = (), arch_suffix: str = "") -> Kernel:
         """Compile `kernel_name` from a .cu file (or source text) with `-D` defines;
@@ -216,6 +220,9 @@ class AddressBackend(CBackend):
 
     def is_device_array(self, value) -> bool:
         return isinstance(value, DeviceArray)
+
+    def address(self, array) -> int:
+        return array.pointer
 
     def view(self, array, offset, shape):
         count = int(np.prod(shape))

@@ -218,7 +218,7 @@ class CudaBackend(CBackend):
             if self._isolation:
                 return self._launch_isolated(path, kernel_name, grid, block, args, shared_mem)
             allow_shared(function, shared_mem)
-            args = tuple(encode_cuda(_as_passed(a.array).data.ptr, *_layout(a)) if isinstance(a, TensorMap)
+            args = tuple(encode_cuda(self.address(a.array), *_layout(a)) if isinstance(a, TensorMap)
                          else a for a in args)
             function(grid, block, args, shared_mem=shared_mem)
         return functools.partial(launch, self)
@@ -279,6 +279,9 @@ class CudaBackend(CBackend):
 
     def is_device_array(self, value) -> bool:
         return isinstance(value, (self.cupy.ndarray, Bf16Array))
+
+    def address(self, array) -> int:
+        return _as_passed(array).data.ptr
 
     # -- arrays
     @named_faults

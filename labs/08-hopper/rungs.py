@@ -41,22 +41,14 @@ def ring_of(d) -> int:
     return d["STAGES"] * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 2 + 1024
 
 
-def address(array) -> int:
-    """A device array's address: the cpu backend's (.pointer), or a CuPy array's (a bf16
-    array: its 16-bit words')."""
-    if hasattr(array, "pointer"):
-        return array.pointer
-    return getattr(array, "bits", array).data.ptr
-
-
-def tma_refusal(A, B, C, M, N, K, d, stores_by_tma=False) -> str | None:
-    """Why TMA cannot read this A and B, or write this C where the kernel stores by TMA
-    (None: it can)."""
+def tma_refusal(backend, A, B, C, M, N, K, d, stores_by_tma=False) -> str | None:
+    """Why TMA cannot read this A and B (`backend`'s arrays), or write this C where the kernel
+    stores by TMA (None: it can)."""
     matrices = [("A", A, M, K, (d["BM"], d["BK"])), ("B", B, K, N, (d["BK"], B_BOX))]
     if stores_by_tma:
         matrices.append(("C", C, M, N, (64, B_BOX)))
     for name, array, rows, cols, box in matrices:
-        why = refusal(address(array), rows, cols, 2, *box)
+        why = refusal(backend.address(array), rows, cols, 2, *box)
         if why:
             return f"{name} ({rows} x {cols}): {why}"
     return None
@@ -79,7 +71,7 @@ class TmaRung(Rung):
         fallback = {}
 
         def run(A, B, C, M, N, K):
-            why = tma_refusal(A, B, C, M, N, K, d, self.stores_by_tma)
+            why = tma_refusal(backend, A, B, C, M, N, K, d, self.stores_by_tma)
             if why:
                 if "impl" not in fallback:
                     from kernelcourse.rungs import RUNG
