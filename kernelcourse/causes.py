@@ -29,7 +29,14 @@ def hang(f: Evidence) -> str:
             "condition never changes: a K loop whose k0 is never advanced (a `while` without "
             "its `k0 += TILE`, a step that adds nothing), or a bound that moves with the index; "
             "on a GPU it hangs too. (A right kernel with more work than the emulation does in "
-            "that time would stop so too: try a smaller size.)")
+            "that time would stop so too: try a smaller size.)" + (_MBARRIER_HANG if f.source and
+                                                                   f.source.waits(f) else ""))
+
+
+_MBARRIER_HANG = (" This kernel also waits on mbarriers: a wait whose phase never completes hangs "
+                  "too (a release or a copy never made, a parity one phase off, more bytes expected "
+                  "than the copies bring). The cpu backend names such a wait as a deadlock, with "
+                  "its line, its barrier and what the phase still misses.")
 
 
 def divergent_barrier(f: Evidence) -> str:

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from .verify import ShapeResult
 
 OUTSIDE = re.compile(r"\b(?P<access>read|write) (?:past the end|before the start) of (?P<array>\w+)")
-PLACE = re.compile(r" at (?P<file>[^\s,()]+):(?P<line>\d+)\b")
+# A crash's place in the kernel's file: "... at tiled.cu:58" (a fault, as the backends name it),
+# or "... was stopped: pipeline.cu:161: ..." (a rule of the cpu backend's emulation broken there).
+PLACE = re.compile(r"(?: at |was stopped: )(?P<file>[^\s,()]+):(?P<line>\d+)\b")
+# The other lines of the file a crash names: a deadlock's "1 thread waits on line 125 ... the
+# mbarrier initialised on line 108", an emulation rule's "the TMA copy of line 127".
+NAMED_LINE = re.compile(r"\bline (\d+)\b")
+EMULATION_RULE = re.compile(r"was stopped: [^\s,()]+:\d+: ")
 
 
 def access_outside(r: ShapeResult):
@@ -183,6 +189,11 @@ class KernelText:
     def barriers(self, f) -> list:
         return [] if self.triton else [(n, "") for n in self._matching(r"\b__syncthreads\s*\(")]
 
+    def waits(self, f) -> list:
+        """The waits on mbarriers (hopper.h's kc_mbarrier_wait): a phase that never completes
+        hangs the threads waiting for it."""
+        return [] if self.triton else [(n, "") for n in self._matching(r"\bkc_mbarrier_wait\s*\(")]
+
     def branches(self, f) -> list:
         """The branches around the barriers, and the early returns."""
         if self.triton:
@@ -269,12 +280,17 @@ class KernelText:
         return self.accumulator(f) + self.products(f)
 
     def fault(self, f) -> list:
-        """The line a crash names, and what builds the index read there."""
+        """The line a crash names, and what builds the index read there; for a deadlock, the
+        waits it names and the barriers they wait on."""
         place = self._fault_line(f)
+        crash = next((r.crash for r in getattr(f, "failed", [f]) if r.crash), "") or ""
+        named = [(int(n), "") for n in NAMED_LINE.findall(crash) if 1 <= int(n) <= len(self.lines)]
         if place is None:
-            return self.accesses(f)
+            return list(dict.fromkeys(named)) if "deadlock" in crash and named else self.accesses(f)
         number, array = place
         found = [(number, "")]
+        if EMULATION_RULE.search(crash) and not array:   # a rule broken there, not an access
+            return list(dict.fromkeys(found + named))
         if not self.triton:     # its guards; for an index past an array or a misaligned access,
             if array:           # the loops setting the index and the arrays' declarations too
                 return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, ("if", "else"))]

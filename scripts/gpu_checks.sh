@@ -11,7 +11,8 @@
 # make check prints, plain and with SANITIZE=1, for a kernel whose only fault is a read past
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared; GRADE_JOBS=4 runs one of them), simt-top (lab 06's rungs and
-# its tile sweep against cuBLAS), profile (Nsight Compute counters of every rung at 4096^3),
+# its tile sweep against cuBLAS), grade-04 (exercise 04's folder: the solution, the stub and
+# four known-wrong pipelines, graded with performance points beside lab 08's kernel), profile (Nsight Compute counters of every rung at 4096^3),
 # profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16), profile-hopper
 # (lab 08's wgmma rungs and cuBLAS in fp16), dynamic-shared
 # (lab 07's pipeline with its stages in dynamic shared memory, larger configurations timed).
@@ -20,7 +21,7 @@
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade simt-top profile profile-fp16 profile-hopper dynamic-shared}
+steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade grade-04 simt-top profile profile-fp16 profile-hopper dynamic-shared}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -66,6 +67,12 @@ run_step() {
                      cmp build/grade-01-jobs1/grades.csv build/grade-01-jobs4/grades.csv &&
                        echo "JOBS=1 and JOBS=4 wrote the same grades.csv"
                    else echo "JOBS=${GRADE_JOBS} only: JOBS=1 and JOBS=4 not compared in this run"; fi ;;
+    grade-04)      subs=build/grade-subs-04; rm -rf "$subs" build/grade-04
+                   "$py" tests/grading/submissions.py 04 "$subs" || return 1
+                   GRADE_SEED=20261202 "$py" -m kernelcourse.grade "$subs" --exercise 04 --jobs 1 \
+                     --out build/grade-04 --test-time-limit 120 || return 1
+                   "$py" -c 'import csv, sys; [print(r["student"], r["total"], "of", r["max"]) for r in csv.DictReader(open(sys.argv[1]))]' \
+                     build/grade-04/grades.csv ;;
     check-sanitize) dir=build/variants/reads_past_inputs     # what a student sees
                    "$py" tests/exercise_variants.py 01 reads_past_inputs "$dir" &&
                    "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda;

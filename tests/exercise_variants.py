@@ -326,15 +326,58 @@ EXERCISE_02 = (
 )
 
 
+# Exercise 04: edits of its solution (labs/08-hopper/wgmma_persistent.cu), each a mistake in the
+# producer/consumer pipeline that the student writes; `says`: what the check's report must hold.
+EMPTY_WAIT = "kc_mbarrier_wait(&empty[s], (it / STAGES - 1) % 2);"
+FULL_WAIT = "kc_mbarrier_wait(&full[s], (it / STAGES) % 2);"
+EXPECT_TX_04 = "kc_mbarrier_arrive_expect_tx(&full[s], (BM * BK + BK * BN) * (int)sizeof(kc_elem));"
+RELEASE_04 = "            if (t > 0 && leader)\n                kc_mbarrier_arrive(&empty[(it - 1) % STAGES]);\n"
+RETIRE_04 = "            kc_wgmma_wait<1>();\n            kc_wgmma_hold(acc);\n"
+LAST_RELEASE = "        if (leader && slices > 0)\n            kc_mbarrier_arrive(&empty[(it - 1) % STAGES]);\n"
+EXERCISE_04 = (
+    Variant("empty_parity_one_phase_late", "pipeline.cu", "crash",
+            "the producer waits on empty[s] with the parity of slice it's own phase, not the one before",
+            ((EMPTY_WAIT, "kc_mbarrier_wait(&empty[s], (it / STAGES) % 2);"),),
+            says=("beyond its count",)),
+    Variant("full_parity_flipped", "pipeline.cu", "crash", "the consumers wait on full[s] for the other parity",
+            ((FULL_WAIT, "kc_mbarrier_wait(&full[s], (it / STAGES + 1) % 2);"),),
+            says=("reads a stage before its barrier",)),
+    Variant("expects_a_only", "pipeline.cu", "crash", "full[s] expects A's bytes only",
+            ((EXPECT_TX_04, "kc_mbarrier_arrive_expect_tx(&full[s], BM * BK * (int)sizeof(kc_elem));"),),
+            says=("kc_mbarrier_arrive_expect_tx said too few bytes",)),
+    Variant("three_boxes_of_b", "pipeline.cu", "crash", "one of B's four boxes never asked for",
+            (("for (int box = 0; box < BN / B_BOX; ++box)", "for (int box = 0; box < BN / B_BOX - 1; ++box)"),),
+            says=("deadlock", "8192 bytes")),
+    Variant("never_released", "pipeline.cu", "crash", "the consumers never release a stage inside a tile",
+            ((RELEASE_04, ""),), says=("deadlock",)),
+    Variant("released_before_retired", "pipeline.cu", "crash", "the release comes before kc_wgmma_wait<1>",
+            ((RETIRE_04 + RELEASE_04, RELEASE_04 + RETIRE_04),),
+            says=("still reads",)),
+    Variant("every_thread_releases", "pipeline.cu", "crash", "all 128 threads of a consumer arrive on empty[s]",
+            (("            if (t > 0 && leader)\n", "            if (t > 0)\n"),), says=("deadlock",)),
+    Variant("last_slice_kept", "pipeline.cu", "crash", "the last slice of a tile is never released",
+            ((LAST_RELEASE, ""),), says=("deadlock",)),
+    Variant("count_restarts_per_tile", "pipeline.cu", "crash",
+            "the consumers count slices from 0 again on every tile; the producer does not",
+            (("    int it = 0;\n    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n",
+              "    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n        int it = 0;\n"),),
+            says=("reads a stage before its barrier",)),
+    Variant("a_box_at_the_wrong_corner", "pipeline.cu", "k_loop",
+            "A's box asked for at (row0, t * BK): its column and row swapped",
+            (("kc_tma_load_2d(As[s], &a_map, &full[s], t * BK, row0);",
+              "kc_tma_load_2d(As[s], &a_map, &full[s], row0, t * BK);"),),
+            says=("slice t is A's box at column t * BK",)),
+)
+
 def write(exercise: str, name: str, folder) -> None:
-    """The files of exercise 01's solution (or of 02 as shipped) in `folder`, the variant
-    `name` applied to its own."""
+    """The files of exercise 01's or 04's solution (or of 02 as shipped) in `folder`, the
+    variant `name` applied to its own."""
     from pathlib import Path
 
     from kernelcourse.check import REPO, exercise_spec, find_exercise
-    variant = next(v for v in (*EXERCISE_01, *DIAGNOSED_01, *EXERCISE_02) if v.name == name)
+    variant = next(v for v in (*EXERCISE_01, *DIAGNOSED_01, *EXERCISE_02, *EXERCISE_04) if v.name == name)
     shipped = find_exercise(exercise)
-    base = REPO / "solutions" / shipped.name if exercise == "01" else shipped
+    base = REPO / "solutions" / shipped.name if exercise in ("01", "04") else shipped
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for file in exercise_spec(shipped).FILES:

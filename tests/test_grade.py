@@ -95,7 +95,13 @@ def graded03(tmp_path_factory):
                          "--test-time-limit", "3")
 
 
-ALL = ("graded01", "graded02", "graded03")
+@pytest.fixture(scope="module")
+def graded04(tmp_path_factory):
+    return _grade_folder(tmp_path_factory.mktemp("g04"), "subs", "04", submissions.exercise_04(),
+                         "--test-time-limit", "60")
+
+
+ALL = ("graded01", "graded02", "graded03", "graded04")
 
 
 # ------------------------------------------------------------------ every file, every row
@@ -123,7 +129,7 @@ def test_every_results_json_matches_the_schema_and_its_row_of_grades_csv(which, 
 def test_the_submissions_folder_is_unchanged_and_the_run_is_bounded(which, request):
     graded = request.getfixturevalue(which)
     assert snapshot(graded.folder) == graded.before, "grading changed the submissions folder"
-    assert graded.seconds < {"graded01": 240, "graded02": 90, "graded03": 120}[which], graded.seconds
+    assert graded.seconds < {"graded01": 240, "graded02": 90, "graded03": 120, "graded04": 150}[which], graded.seconds
     assert sorted(p.name for p in graded.out.iterdir()) == ["grades.csv", "roster.csv", "seed.txt", "students", "summary.json"]
     assert sorted(p.name for p in (graded.out / "students").iterdir()) == sorted(graded.rows)
 
@@ -135,6 +141,20 @@ def test_the_solutions_score_full_marks_and_the_stubs_zero(graded01, graded02, g
     assert graded01.score("stub") == 0 and graded02.score("shipped") == 0 and graded03.score("stub") == 0
     assert "C came out" not in graded01.text("stub") and "0 of 2 shapes right" in graded01.text("stub")
     assert "not written yet" in graded03.text("stub")
+
+
+def test_04_the_pipeline_is_graded_in_fp16_on_shapes_tma_describes(graded04):
+    """Lab 08's rung is the build and the reference: the solution earns every class, the stub
+    none (not written yet), and each known-wrong pipeline loses points, its fault named."""
+    assert graded04.max("solution") == 10 and graded04.score("solution") == 10, graded04.text("solution")
+    assert graded04.score("stub") == 0 and "not written yet" in graded04.text("stub"), graded04.text("stub")
+    says = {"never_released": "deadlock", "full_parity_flipped": "reads a stage before its barrier",
+            "released_before_retired": "still reads", "a_box_at_the_wrong_corner": "elements wrong"}
+    assert set(says) == set(submissions.GRADED_04)
+    for name, phrase in says.items():
+        text = graded04.text(f"variant_{name}")
+        assert graded04.score(f"variant_{name}") < 10 and phrase in text, text
+    assert "tolerance 2e-03" in graded04.text("variant_a_box_at_the_wrong_corner")   # fp16's, not fp32's
 
 
 def test_no_gpu_here_so_performance_is_listed_at_zero_points_and_said_to_be_graded_on_a_gpu(graded01):

@@ -29,15 +29,7 @@ pytestmark = [pytest.mark.rungs, pytest.mark.lab08]
 
 PROBES = Path(__file__).resolve().parent / "kernels" / "hopper_probes.cu"
 EMULATED = rungs.HOPPER               # every rung: none uses thread-block clusters yet
-# Ragged everywhere TMA allows (M anything, N and K multiples of 8, none of them of a tile),
-# sized for the CPU.
-TMA_CPU_SUITE = Suite("tma-cpu", 8, (
-    Shape(136, 264, 200, "multiples of 8, of no tile", signed=True),
-    Shape(67, 136, 8, "K shorter than one slice"),
-    Shape(1, 8, 8, "one row"),
-    Shape(128, 256, 64, "exactly one wide tile"),
-    Shape(200, 72, 520, "deep K, ragged", signed=True),
-))
+TMA_CPU_SUITE = rungs.HOPPER[0].tma_suite(False)   # every shape TMA describes whole: no fallback
 DEEP = Suite("deep", 64, (Shape(64, 64, 4096, "deep K: a ring that turns many times", signed=True),))
 
 
@@ -57,10 +49,10 @@ def test_passes_the_cpu_suite_falling_back_where_tma_cannot(cpu, rung, bf16):
 
 
 @pytest.mark.parametrize("rung", [r for r in EMULATED if "BLOCKS" in r.defines], ids=lambda r: r.name)
-@pytest.mark.parametrize("blocks", [1, 2])
+@pytest.mark.parametrize("blocks", [1, 3])
 def test_a_persistent_block_walks_several_tiles(cpu, rung, blocks):
-    """The cpu device has no SMs to count: with BLOCKS=1 or 2 each block takes many tiles of
-    the suite, and its ring turns on across them."""
+    """The cpu device has no SMs to count (its default grid: CPU_BLOCKS = 2); with BLOCKS=1
+    or 3 too, each block takes many tiles of the suite, and its ring turns on across them."""
     impl = rung.c_impl(cpu, BLOCKS=blocks)
     report = verify(impl, TMA_CPU_SUITE, verbose=False)
     assert report.passed and report.cause == "ok", str(report)

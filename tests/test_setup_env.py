@@ -393,3 +393,11 @@ def test_hip_python_versions_refuses_a_requirement_without_a_version(tmp_path, r
     assert done.returncode != 0
     assert requirement in done.stderr and "==<version>" in done.stderr
     assert kept.exists() and not (tmp_path / "build/hip-python/.installed").exists()
+
+
+@pytest.mark.parametrize("script", ["scripts/gpu_checks.sh", ".ci/run"])
+def test_the_shell_scripts_parse(script):
+    """A script that runs only on a GPU machine (or on CI) must not first fail there on a
+    syntax error: bash -n reads it without running a line."""
+    done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

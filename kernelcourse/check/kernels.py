@@ -24,18 +24,27 @@ WARNINGS_SHOWN = 10        # the compiler's warnings printed under a FAIL, at mo
 
 # ---------------------------------------------------------------------------- the child ---
 
-def run_c(rung, path: Path, suite=None, timed: bool = False) -> dict:
+def run_c(rung, path: Path, suite=None, timed: bool = False, beside: tuple = ("naive",)) -> dict:
     """The C kernel at `path`, built as `rung` on the backend the student chose, verified
-    on `suite` (by default the backend's own, suite_for's); the compiler's log if it does
-    not compile."""
+    on `suite` (a Suite, or a function of the backend that gives one; by default the
+    backend's own, suite_for's); the compiler's log if it does not compile. A rung this GPU
+    cannot build (an sm_90a kernel on another GPU) runs on the cpu backend, which says why.
+    With `timed`, a kernel that passed on a GPU is timed beside the rungs `beside`."""
+    from kernelcourse.backends import get_backend
     from kernelcourse.backends.compile_only import CompileError
     backend, ran = c_backend()
     try:
-        impl = rung.with_files(source=path).c_impl(backend)
+        try:
+            impl = rung.with_files(source=path).c_impl(backend)
+        except NotImplementedError as exc:
+            if backend.name == "cpu":
+                raise
+            backend, ran = get_backend("cpu"), f"C kernel on the cpu backend (CPU emulation: {exc})"
+            impl = rung.with_files(source=path).c_impl(backend)
     except CompileError as exc:
         return {"ran": ran, "compile_error": str(exc)}
-    beside = ("naive",) if timed else None
-    return _verified(impl, suite or suite_for(backend), ran, path, rung.config(), beside)
+    suite = suite(backend) if callable(suite) else suite or suite_for(backend)
+    return _verified(impl, suite, ran, path, rung.config(), beside if timed else None)
 
 
 def run_triton(rung, path: Path, timed: bool = False) -> dict:
@@ -87,11 +96,11 @@ def _verified(impl, suite, ran: str, source: Path, defines: dict, beside: tuple 
 
 def _speed(impl, beside: tuple) -> list:
     """(name, GFLOP/s, share of the library's) at BENCH_SIZE^3: the student's kernel, the
-    rungs `beside` and the vendor library."""
+    rungs `beside` and the vendor library, all in the kernel's precision."""
     from kernelcourse import bench, rungs
     backend, size = impl.backend, BENCH_SIZE
     others = [rungs.RUNG[name].c_impl(backend) for name in beside]
-    timings = bench.compare([impl, *others], size, size, size, library=bench.library_impl(backend),
+    timings = bench.compare([impl, *others], size, size, size, library=bench.library_impl(backend, impl.dtype),
                             warmup=2, repeats=10)
     return [(t.name, t.tflops * 1e3, t.of_library) for t in timings]
 

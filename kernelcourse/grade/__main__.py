@@ -46,11 +46,20 @@ def _exercise(number: str | None, submissions: Path | None) -> Path:
     return best[0]
 
 
-def _machine() -> tuple[str, bool, list[str]]:
-    """(the C backend, whether kernels run on a GPU, the GPUs to hand out one per worker)."""
+def _machine(grading) -> tuple[str, bool, list[str]]:
+    """(the C backend, whether kernels run on a GPU, the GPUs to hand out one per worker).
+    An exercise whose C files are built for Hopper alone (sm_90a: lab 08's rungs) is graded
+    on the cpu backend on any other machine, which says so."""
+    from .. import rungs
     from ..device import detect
     device = detect()
     backend = {"nvidia": "cuda", "amd": "hip"}.get(device.vendor, "cpu")
+    hopper_only = any(rungs.RUNG[t.rung].arch_suffix for t in grading.tests
+                      if isinstance(t, spec.GemmTest) and t.kind == "c")
+    if backend != "cpu" and hopper_only and not (device.vendor == "nvidia" and device.arch == "sm_90"):
+        print(f"this exercise's kernels are built for sm_90a (wgmma, TMA), which {device.describe()} "
+              "cannot run: graded on the cpu backend, correctness only")
+        backend = "cpu"
     if backend == "cpu":
         return backend, False, []
     import torch
@@ -61,10 +70,11 @@ def make_run(exercise: Path, out: Path, flat: bool = False, label: str = "", **l
     protect_grader()
     leftovers.keep_descendants()
     seed = inputs.run_seed()
-    backend, on_gpu, gpus = _machine()
+    grading = spec.load(exercise)
+    backend, on_gpu, gpus = _machine(grading)
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)                 # grades are no child's business (nor another student's)
-    return runner.Run(exercise, spec.load(exercise), description(exercise), seed, out, backend,
+    return runner.Run(exercise, grading, description(exercise), seed, out, backend,
                       on_gpu, gpus, flat=flat, label=label, **{k: v for k, v in limits.items() if v})
 
 

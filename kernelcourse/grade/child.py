@@ -52,10 +52,10 @@ def _explain(exc: BaseException, folder: Path) -> str:
 # --------------------------------------------------------------------------- gemm
 
 def _implementation(test: dict, backend_name: str, folder: Path):
-    """The submission's kernel as a GemmImpl, through the rung registry (as make check does)."""
+    """The submission's kernel as a GemmImpl, built as the test's rung (as make check does)."""
     from kernelcourse import rungs
     from kernelcourse.backends import get_backend
-    rung = rungs.RUNG["tiled"].with_files(name="submission")
+    rung = rungs.RUNG[test["rung"]].with_files(name="submission")
     if test["kind"] == "c":
         backend = get_backend(backend_name)
         if backend.name == "cpu":
@@ -70,6 +70,7 @@ def _implementation(test: dict, backend_name: str, folder: Path):
 
 def gemm(job: dict, channel: Sender) -> None:
     from kernelcourse.backends.compile_only import CompileError
+    from kernelcourse.precision import OUTPUT_DTYPE
     from kernelcourse.verify import guarded_output
     folder = Path(job["folder"])
     for t, test in enumerate(job["tests"]):
@@ -85,19 +86,19 @@ def gemm(job: dict, channel: Sender) -> None:
             channel.send({"test": t, "done": True})
             continue
         channel.send({"test": t, "ran": f"{impl.backend.name} backend: {impl.backend.label}"})
-        backend = impl.backend
+        backend, dtype = impl.backend, test["dtype"]
         for s, shape in enumerate(test["shapes"]):
             M, N, K = shape["M"], shape["N"], shape["K"]
             sets = [(np.load(a, allow_pickle=False), np.load(b, allow_pickle=False)) for a, b in shape["inputs"]]
             guarded, pad = guarded_output(M, N)
             try:
-                dA, dB = backend.to_device(sets[0][0]), backend.to_device(sets[0][1])
-                buffer = backend.to_device(guarded)
+                dA, dB = backend.to_device(sets[0][0], dtype), backend.to_device(sets[0][1], dtype)
+                buffer = backend.to_device(guarded, OUTPUT_DTYPE[dtype])
                 for r, which in enumerate(shape["runs"]):
                     # the same buffers every run, refilled: fresh values at the same pointers
-                    backend.copy(dA, backend.to_device(sets[which][0]))
-                    backend.copy(dB, backend.to_device(sets[which][1]))
-                    backend.copy(buffer, backend.to_device(guarded))
+                    backend.copy(dA, backend.to_device(sets[which][0], dtype))
+                    backend.copy(dB, backend.to_device(sets[which][1], dtype))
+                    backend.copy(buffer, backend.to_device(guarded, OUTPUT_DTYPE[dtype]))
                     backend.synchronize()
                     impl(dA, dB, backend.view(buffer, pad, (M, N)), M, N, K)
                     backend.synchronize()
@@ -163,7 +164,8 @@ def perf(job: dict, channel: Sender) -> None:
 def probe(job: dict, channel: Sender) -> None:
     """Before any grading: the course's own kernels, confined exactly as a submission is,
     one stage at a time, each stage's seconds sent as it ends (the parent names the stage
-    that failed or never ended)."""
+    that failed or never ended): lab 02's tiled rung and its twin, and the rungs the
+    exercise's C files are built as ("rungs", lab 08's for exercise 04)."""
     import time
 
     from kernelcourse import rungs
@@ -192,6 +194,12 @@ def probe(job: dict, channel: Sender) -> None:
         emulated = tiled.c_impl(get_backend("cpu"))
         assert verify(emulated, one, repeats=1, verbose=False).passed, "the reference C kernel was wrong on the cpu backend"
         stage("the reference C kernel compiled and ran on the cpu backend, and was right")
+    for name in job.get("rungs", ()):
+        for backend in [c] + ([get_backend("cpu")] if c.name != "cpu" else []):
+            kernel = rungs.RUNG[name].c_impl(backend)      # NotImplementedError: not on this GPU
+            assert verify(kernel, one, repeats=1, verbose=False).passed, \
+                f"the course's {name} kernel was wrong on the {backend.name} backend"
+            stage(f"the course's {name} kernel compiled and ran on the {backend.name} backend, and was right")
     channel.send({"test": 0, "done": True})
 
 

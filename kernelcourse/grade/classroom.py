@@ -21,6 +21,7 @@ from pathlib import Path
 from . import report
 from .driver import INTERRUPTED, drive
 from .runner import Run, Submission
+from .spec import GemmTest
 
 PROBE_TIME_LIMIT_S = 300
 
@@ -33,7 +34,8 @@ def probe(run: Run, progress=print) -> None:
     empty = Path(tempfile.mkdtemp(dir=run.scratch_root))
     probing = Submission(run, "probe", empty, 0)
     stages = []
-    ended = drive(probing, {"kind": "probe", "backend": run.c_backend, "tests": [{}]}, 1,
+    own = sorted({t.rung for t in run.spec.tests if isinstance(t, GemmTest) and t.kind == "c"} - {"tiled"})
+    ended = drive(probing, {"kind": "probe", "backend": run.c_backend, "tests": [{}], "rungs": own}, 1,
                   lambda header, _: stages.append(header), None, 1 << 16, PROBE_TIME_LIMIT_S)
     for s in stages:
         progress(f"  probe: {s['stage']} ({s['seconds']:g} s)")

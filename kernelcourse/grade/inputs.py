@@ -47,7 +47,8 @@ def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def gemm_case(seed: int, test: str, shape: Shape, index: int):
-    """(A, B, float64 reference) of one input set of one shape of one test."""
-    A, B = make_inputs(shape, "fp32", generator(seed, test, str(shape), shape.signed, index))
+def gemm_case(seed: int, test: str, shape: Shape, index: int, dtype: str = "fp32"):
+    """(A, B, float64 reference) of one input set of one shape of one test, A and B drawn
+    in the test's precision `dtype` (float32 arrays holding values that precision holds)."""
+    A, B = make_inputs(shape, dtype, generator(seed, test, str(shape), shape.signed, index))
     return A, B, reference(A, B)

@@ -18,9 +18,6 @@ from ..precision import TOLERANCE
 from ..verify import ShapeResult, judge_outputs
 from .spec import GemmTest
 
-TILE = 32          # the exercises' tile: what "aligned" means to the diagnosis
-
-
 @dataclass
 class Outcome:
     """One graded test, as Gradescope shows it."""
@@ -48,9 +45,11 @@ class ShapeRuns:
     crash: str | None = None
 
 
-def judge_shape(got: ShapeRuns, sets: list, runs: list[int], pad: int) -> tuple[bool, str, list]:
-    """(passed, what went wrong, verify's ShapeResults) for one shape."""
-    suite = Suite("grading", TILE, (got.shape,))
+def judge_shape(got: ShapeRuns, sets: list, runs: list[int], pad: int, dtype: str = "fp32",
+                tile: int = 32) -> tuple[bool, str, list]:
+    """(passed, what went wrong, verify's ShapeResults) for one shape, at the tolerance of
+    `dtype`; `tile` is what "aligned" means to the diagnosis."""
+    suite = Suite("grading", tile, (got.shape,))
     if got.crash or len(got.runs) < len(runs):
         result = ShapeResult(got.shape, suite.ragged(got.shape), crash=got.crash or "not run")
         return False, got.crash or "not run: the test stopped before this shape", [result]
@@ -58,7 +57,7 @@ def judge_shape(got: ShapeRuns, sets: list, runs: list[int], pad: int) -> tuple[
     for which in sorted(set(runs)):
         A, B, ref = sets[which]
         mine = [r for r, w in zip(got.runs, runs) if w == which]
-        result = ShapeResult(got.shape, suite.ragged(got.shape), tolerance=TOLERANCE["fp32"])
+        result = ShapeResult(got.shape, suite.ragged(got.shape), tolerance=TOLERANCE[dtype])
         results.append(judge_outputs(result, [c for c, _, _ in mine], ref, pad))
         if any(not (np.array_equal(a, A) and np.array_equal(b, B)) for _, a, b in mine):
             problems.append("the kernel changed its inputs A or B (they must come back as they went in)")
@@ -89,7 +88,7 @@ def judge_gemm(test: GemmTest, shapes_of: dict, got: dict, sets_of, runs: list[i
     outcomes, results = [], []
     for klass in test.classes():
         shapes = shapes_of[klass.name]
-        verdicts = [judge_shape(got[s], sets_of(s), runs, pads[s]) for s in shapes]
+        verdicts = [judge_shape(got[s], sets_of(s), runs, pads[s], test.dtype, test.tile) for s in shapes]
         for _, _, r in verdicts:           # one result per shape for the diagnosis: its worst
             results.append(next((x for x in r if not x.passed), r[0]))
         right = sum(ok for ok, _, _ in verdicts)

@@ -1,8 +1,8 @@
 """Performance points: a correct kernel timed beside the course's reference, on a GPU only.
 
 Child side (`time_against_reference`), in one process, the grader's timing code around
-both kernels (the reference: labs/02-tiled's kernel for a .cu file, its Triton twin for a
-Triton file), never the submission's:
+both kernels (the reference: the course's own kernel of the test's rung, labs/02-tiled's
+by default, for a .cu file; its Triton twin for a Triton file), never the submission's:
   * both compiled and warmed up before any timing (a JIT compile inside the timed region
     would time the compiler);
   * every timed repeat on an input set of its own (fresh values at fresh addresses), drawn
@@ -48,10 +48,11 @@ def share(ratio: float) -> float:
     return 1.0 - math.log(ratio / FULL_AT) / math.log(ZERO_AT / FULL_AT)
 
 
-def inputs(seed: int):
-    """The (A, B) of one timed repeat, from its derived seed (the parent draws the same)."""
+def inputs(seed: int, dtype: str = "fp32"):
+    """The (A, B) of one timed repeat, from its derived seed (the parent draws the same), in
+    the test's precision."""
     from ..gemm import Shape, make_inputs
-    return make_inputs(Shape(SIZE, SIZE, SIZE, signed=True), "fp32", np.random.default_rng(seed))
+    return make_inputs(Shape(SIZE, SIZE, SIZE, signed=True), dtype, np.random.default_rng(seed))
 
 
 # ---------------------------------------------------------------------------- child side
@@ -60,13 +61,14 @@ def time_against_reference(job: dict, channel, implementation) -> None:
     from pathlib import Path
 
     from .. import rungs
-    test, seeds = job["test"], job["seeds"]
+    from ..precision import OUTPUT_DTYPE
+    test, seeds, dtype = job["test"], job["seeds"], job["test"]["dtype"]
     submission = implementation(test, job["backend"], Path(job["folder"]))
     backend = submission.backend
-    tiled = rungs.RUNG["tiled"].with_files(name="reference")
-    reference = tiled.c_impl(backend) if test["kind"] == "c" else tiled.triton_impl(backend)
-    sets = [[backend.to_device(x) for x in inputs(seed)] for seed in seeds]
-    outputs = {name: [backend.to_device(np.zeros((SIZE, SIZE), np.float32)) for _ in seeds]
+    own = rungs.RUNG[test["rung"]].with_files(name="reference")
+    reference = own.c_impl(backend) if test["kind"] == "c" else own.triton_impl(backend)
+    sets = [[backend.to_device(x, dtype) for x in inputs(seed, dtype)] for seed in seeds]
+    outputs = {name: [backend.to_device(np.zeros((SIZE, SIZE), np.float32), OUTPUT_DTYPE[dtype]) for _ in seeds]
                for name in ("submission", "reference")}
     times = timed({"submission": submission, "reference": reference}, sets, outputs, backend)
     channel.send({"times": times})
@@ -98,11 +100,14 @@ def timed(impls: dict, sets: list, outputs: dict, backend) -> dict:
 
 # ---------------------------------------------------------------------------- parent side
 
-def judge(times: dict, outputs: list, seeds: list, points: float, tolerance: float) -> tuple[float, str]:
-    """(points, what to tell the student) from the child's timings and the re-checked outputs."""
+def judge(times: dict, outputs: list, seeds: list, points: float, dtype: str = "fp32") -> tuple[float, str]:
+    """(points, what to tell the student) from the child's timings and the re-checked outputs,
+    at the tolerance of the test's precision."""
+    from ..precision import TOLERANCE
     from .inputs import reference
+    tolerance = TOLERANCE[dtype]
     for r, (C, seed) in enumerate(zip(outputs, seeds)):
-        ref = reference(*inputs(seed))
+        ref = reference(*inputs(seed, dtype))
         error = float(np.max(np.abs(C - ref)) / (np.max(np.abs(ref)) or 1.0))
         if not error <= tolerance:
             return 0.0, (f"timed repeat {r} gave a wrong result (relative error {error:.1e}): "
@@ -110,7 +115,7 @@ def judge(times: dict, outputs: list, seeds: list, points: float, tolerance: flo
     mine, ref = statistics.median(times["submission"]), statistics.median(times["reference"])
     ratio = mine / ref
     got = round(points * share(ratio), 2)
-    line = (f"{SIZE}^3 fp32: your kernel {mine:.3f} ms, the course's reference {ref:.3f} ms "
+    line = (f"{SIZE}^3 {dtype}: your kernel {mine:.3f} ms, the course's reference {ref:.3f} ms "
             f"(medians of {len(seeds)} repeats): {ratio:.2f}x its time -> {got} of {points} "
             f"points ({CURVE})")
     if ratio < 1 / ZERO_AT:

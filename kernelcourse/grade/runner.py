@@ -30,7 +30,6 @@ from .leftovers import kill_group
 from .sandbox import Child, Isolation, child_environment
 from .spec import FunctionTest, GemmTest, Grading
 from ..kernel_text import same_code
-from ..precision import TOLERANCE
 from ..verify import canary_length
 
 PERF_TIME_LIMIT_S = 300
@@ -265,7 +264,7 @@ class Submission:
             for s, shape in enumerate(shapes):
                 files = []
                 for index in range(2):
-                    A, B, _ = inputs.gemm_case(seed, test.file, shape, index)
+                    A, B, _ = inputs.gemm_case(seed, test.file, shape, index, test.dtype)
                     names = (folder / f"{t}-{s}-{index}-A.npy", folder / f"{t}-{s}-{index}-B.npy")
                     np.save(names[0], A)
                     np.save(names[1], B)
@@ -273,7 +272,8 @@ class Submission:
                 entries.append({"M": shape.M, "N": shape.N, "K": shape.K, "inputs": files,
                                 "runs": self._runs(test)})
             # a launch's own limit well inside the test's, so a hang is named as one
-            plan.append({"file": test.file, "kind": test.kind, "shapes": entries,
+            plan.append({"file": test.file, "kind": test.kind, "rung": test.rung, "dtype": test.dtype,
+                         "shapes": entries,
                          "launch_timeout_s": self.run.test_time_limit / 3})
             shapes_of.append((per_class, shapes))
         for path in [folder, *folder.iterdir()]:
@@ -327,7 +327,7 @@ class Submission:
                     record.crash = ended[t].splitlines()[0]
             pads = {s: canary_length(s.N) for s in shapes}
             found[test.file] = judge_gemm(test, per_class, got[t],
-                                          lambda s: [inputs.gemm_case(seed, test.file, s, i) for i in range(2)],
+                                          lambda s: [inputs.gemm_case(seed, test.file, s, i, test.dtype) for i in range(2)],
                                           self._runs(test), pads, header, self._as_shipped(test))
         return found
 
@@ -346,7 +346,8 @@ class Submission:
         if outcomes[-1].output.startswith("no performance points"):
             return
         seeds = [inputs.derived_seed(self.run.seed, self.student, test.file, r) for r in range(perf.REPEATS)]
-        plan = {"file": test.file, "kind": test.kind, "launch_timeout_s": self.run.test_time_limit}
+        plan = {"file": test.file, "kind": test.kind, "rung": test.rung, "dtype": test.dtype,
+                "launch_timeout_s": self.run.test_time_limit}
         job = {"kind": "perf", "folder": str(self.scratch / "submission"), "backend": self.run.c_backend,
                "test": plan, "seeds": seeds}
         got = {"outputs": []}
@@ -364,7 +365,7 @@ class Submission:
         if ended or "times" not in got or len(got["outputs"]) != perf.REPEATS:
             score, line = 0.0, f"the timed run did not complete: {ended.get(0, 'incomplete results')}"
         else:
-            score, line = perf.judge(got["times"], got["outputs"], seeds, test.perf_points, TOLERANCE["fp32"])
+            score, line = perf.judge(got["times"], got["outputs"], seeds, test.perf_points, test.dtype)
         outcomes[-1] = self.run.perf_outcome(test, score, line)
 
     # -- Python functions

@@ -12,8 +12,13 @@ and its spec.py, which the check reads too,
 
 A GemmTest grades one kernel file (.cu or the Triton twin) per shape class: each class has
 its points, and earns the share of its shapes that came out right, so one failing shape
-costs its class, never the whole file. A FunctionTest grades one Python function on fresh
-random inputs, the share that came out right.
+costs its class, never the whole file. The file is built as a rung of the ladder (its
+defines, geometry and launch; lab 02's `tiled` by default), in that rung's precision, and
+timed beside that rung's own kernel; its classes come from CLASSES, or from the exercise's
+own where the rung needs other shapes (lab 08's TMA: N and K multiples of 8).
+
+A FunctionTest grades one Python function on fresh random inputs, the share that came out
+right.
 """
 from __future__ import annotations
 
@@ -66,13 +71,22 @@ class GemmTest:
     file: str                                   # "tiled.cu" or "tiled_triton.py"
     points: dict                                # shape class -> points
     perf_points: float = 0.0                    # on a GPU, for a kernel right on every class
+    rung: str = "tiled"                         # built as this rung, and timed beside its kernel
+    shape_classes: dict = field(default_factory=lambda: CLASSES)   # name -> ShapeClass
+    tile: int = 32                              # what "aligned" means to the diagnosis
 
     @property
     def kind(self) -> str:
         return "c" if self.file.endswith(".cu") else "triton"
 
+    @property
+    def dtype(self) -> str:
+        """The precision the rung computes in ('fp32', 'fp16', ...): of its inputs and of C."""
+        from .. import rungs
+        return rungs.RUNG[self.rung].dtype
+
     def classes(self) -> list[ShapeClass]:
-        return [CLASSES[name] for name in self.points]
+        return [self.shape_classes[name] for name in self.points]
 
 
 @dataclass(frozen=True)

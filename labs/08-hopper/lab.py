@@ -63,7 +63,7 @@ print(run.describe())
 
 # %%
 for rung in LADDER:
-    print(run.build(rung).describe(4096, 4096, run.device.multiprocessors), end="\n\n")
+    print(run.build(rung, **rung.grid_defines(run.device)).describe(4096, 4096, run.device.multiprocessors), end="\n\n")
 
 # %% [markdown]
 # ## 2. Test

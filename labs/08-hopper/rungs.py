@@ -5,14 +5,18 @@ Each kernel takes A and B as tensor maps (kernelcourse/tensor_map.py), built her
 arrays the harness passes, and C as a pointer. TMA can describe a row-major matrix only if
 its rows start on 16-byte boundaries: where K or N is not a multiple of 8 (16-bit elements),
 or an array is not 16-byte aligned, the rung runs lab 07's mma_ahead instead, and says so
-(`impl.run.fell_back`: shape -> the reason).
+(`impl.run.fell_back`: shape -> the reason). A rung built from another file (a student's, a
+known-wrong variant: `with_files`) never falls back: a shape TMA cannot describe is refused
+with the reason, so that every shape it passes is one its own kernel computed.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelcourse import gemm
+from kernelcourse.gemm import Shape, Suite
 from kernelcourse.backends.base import ceil_div
 from kernelcourse.rung import Rung
 from kernelcourse.tensor_map import TensorMap, refusal
@@ -22,6 +26,28 @@ HERE = Path(__file__).resolve().parent
 PRECISION = {"KC_BF16": 0}          # mma.h's: 0 fp16, 1 bf16
 B_BOX = 64                          # columns of B per TMA box (the kernels' B_BOX)
 FALLBACK = "mma_ahead"              # lab 07's best rung: any shape, any alignment
+CPU_BLOCKS = 2                      # a persistent grid where the device has no SMs to count (the
+                                    # cpu backend): each block walks several tiles, as on a GPU
+
+# Ragged everywhere TMA allows (M anything, N and K multiples of 8, none of them a multiple of
+# a tile): K shorter than a slice, one row, one tile's worth, deep K. Small on the CPU.
+TMA_SUITES = {
+    False: Suite("tma-cpu", 8, (
+        Shape(136, 264, 200, "multiples of 8, of no tile", signed=True),
+        Shape(67, 136, 8, "K shorter than one slice"),
+        Shape(1, 8, 8, "one row"),
+        Shape(128, 256, 64, "exactly one wide tile"),
+        Shape(200, 72, 520, "deep K, ragged", signed=True),
+    )),
+    True: Suite("tma", 8, (
+        Shape(1000, 1000, 1000, "1000: a multiple of 8, of no tile"),
+        Shape(1037, 1016, 1048, "M ragged, N and K multiples of 8 only", signed=True),
+        Shape(67, 136, 8, "K shorter than one slice"),
+        Shape(1, 8, 8, "one row"),
+        Shape(64, 128, 64, "exactly one tile"),
+        Shape(130, 264, 4104, "deep K, ragged", signed=True),
+    )),
+}
 
 
 def tiles_of_c(d, M, N):
@@ -60,10 +86,24 @@ class TmaRung(Rung):
     `stores_by_tma`, it writes C through one too (a tensor map in C's place)."""
 
     stores_by_tma: bool = False
+    fallback: str | None = FALLBACK   # the rung that takes the shapes TMA cannot describe (None: refused)
+
+    def with_files(self, source=None, twin=None, name=None) -> TmaRung:
+        return dataclasses.replace(super().with_files(source, twin, name),
+                                   fallback=self.fallback if source is None else None)
+
+    @staticmethod
+    def tma_suite(on_gpu: bool) -> Suite:
+        """The shapes TMA describes whole (no fallback), for the GPU or the cpu backend."""
+        return TMA_SUITES[on_gpu]
+
+    def grid_defines(self, device) -> dict:
+        """A persistent rung's grid on `device`: one block per SM (CPU_BLOCKS where the device
+        has no SMs to count); {} for a rung with a block per tile."""
+        return {"BLOCKS": device.multiprocessors or CPU_BLOCKS} if "BLOCKS" in self.defines else {}
 
     def c_impl(self, backend, **defines) -> GemmImpl:
-        if "BLOCKS" in self.defines and backend.device.multiprocessors:
-            defines = {"BLOCKS": backend.device.multiprocessors, **defines}   # one block per SM
+        defines = {**self.grid_defines(backend.device), **defines}
         build = self.build(backend.device.lockstep_width, **defines)
         d = build.defines
         kernel = backend.compile(self.source, self.kernel, d, arch_suffix=self.arch_suffix)
@@ -72,10 +112,13 @@ class TmaRung(Rung):
 
         def run(A, B, C, M, N, K):
             why = tma_refusal(backend, A, B, C, M, N, K, d, self.stores_by_tma)
+            if why and self.fallback is None:
+                raise ValueError(f"TMA cannot describe these arrays, so {self.source.name} cannot run on "
+                                 f"them: {why}")
             if why:
                 if "impl" not in fallback:
                     from kernelcourse.rungs import RUNG
-                    fallback["impl"] = RUNG[FALLBACK].c_impl(backend, KC_BF16=d["KC_BF16"])
+                    fallback["impl"] = RUNG[self.fallback].c_impl(backend, KC_BF16=d["KC_BF16"])
                 run.fell_back[(M, N, K)] = why
                 return fallback["impl"](A, B, C, M, N, K)
             a_map = TensorMap(A, M, K, d["BM"], d["BK"], element)

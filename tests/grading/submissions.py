@@ -1,7 +1,7 @@
 """The folders of submissions the grader's tests grade, as {student: {file name: text}}.
 
-tests/test_grade.py grades them on the CPU; scripts/gpu_checks.sh (step grade) writes the
-exercise 01 folder and grades it on a GPU, with performance points:
+tests/test_grade.py grades them on the CPU; scripts/gpu_checks.sh (steps grade and grade-04)
+writes the exercise 01 (or 04) folder and grades it on a GPU, with performance points:
 
     python tests/grading/submissions.py 01 DIR
 
@@ -18,7 +18,8 @@ TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
 CHEATS = TESTS / "grading"
 VARIANTS_03 = sorted((TESTS / "exercises" / "03").glob("*.py"))
-SOLUTIONS = {"01": REPO / "solutions" / "01-tiled-matmul", "03": REPO / "solutions" / "03-intensity-math"}
+SOLUTIONS = {"01": REPO / "solutions" / "01-tiled-matmul", "03": REPO / "solutions" / "03-intensity-math",
+             "04": REPO / "solutions" / "04-hopper-pipeline"}
 SEED = "20250117"      # GRADE_SEED of the grader's tests: fixed, so exercise 03's known mistakes show
 sys.path.insert(0, str(TESTS))
 import exercise_variants as variants  # noqa: E402
@@ -77,7 +78,20 @@ def exercise_03() -> dict:
     return students
 
 
-FOLDERS = {"01": exercise_01, "02": exercise_02, "03": exercise_03}
+def exercise_04() -> dict:
+    """The solution, the stub and a few of the known-wrong pipelines: a deadlock, a stage read
+    before its copy landed, a copy into a stage still read, a box at the wrong corner."""
+    solved = honest("04")["pipeline.cu"]
+    students = {"solution": {"pipeline.cu": solved},
+                "stub": {"pipeline.cu": (REPO / "exercises" / "04-hopper-pipeline" / "pipeline.cu").read_text()}}
+    for v in variants.EXERCISE_04:
+        if v.name in GRADED_04:
+            students[f"variant_{v.name}"] = {v.file: v.apply(solved)}
+    return students
+
+
+GRADED_04 = ("never_released", "full_parity_flipped", "released_before_retired", "a_box_at_the_wrong_corner")
+FOLDERS = {"01": exercise_01, "02": exercise_02, "03": exercise_03, "04": exercise_04}
 
 
 def graded_without_static_checks(tmp: Path, file: str, cheats: dict) -> dict:

@@ -88,17 +88,18 @@ def test_the_timing_path_runs_end_to_end_on_the_cpu_backend_at_a_small_size(monk
         def send(self, header, array=None):
             sent.append((header, array))
     seeds = list(range(perf.REPEATS))
-    job = {"test": {"file": "tiled.cu", "kind": "c", "launch_timeout_s": 30}, "backend": "cpu",
+    job = {"test": {"file": "tiled.cu", "kind": "c", "rung": "tiled", "dtype": "fp32", "launch_timeout_s": 30},
+           "backend": "cpu",
            "folder": str(tmp_path), "seeds": seeds}
     perf.time_against_reference(job, Channel(), child._implementation)
     times = sent[0][0]["times"]
     outputs = [array for header, array in sent[1:]]
     assert [len(times[k]) for k in ("submission", "reference")] == [perf.REPEATS] * 2
     assert len(outputs) == perf.REPEATS and all(o.shape == (64, 64) for o in outputs)
-    points, line = perf.judge(times, outputs, seeds, 5, 1e-4)
+    points, line = perf.judge(times, outputs, seeds, 5, "fp32")
     assert 0 <= points <= 5 and "the course's reference" in line, line
     outputs[3] = outputs[3] + 1.0
-    assert perf.judge(times, outputs, seeds, 5, 1e-4)[0] == 0
+    assert perf.judge(times, outputs, seeds, 5, "fp32")[0] == 0
 
 
 # ------------------------------------------------------------------------------ on a GPU
@@ -183,3 +184,18 @@ def test_the_probe_runs_the_reference_kernels_confined_stage_by_stage(tmp_path):
             classroom.probe(run, progress=said.append)
     finally:
         run.close()
+
+
+def test_an_exercise_built_for_hopper_is_graded_on_the_cpu_backend_on_another_gpu(monkeypatch, capsys):
+    """Exercise 04's file is built as an sm_90a rung: on an A100 (or an AMD GPU) the grader
+    says it cannot run there and grades on the cpu backend, correctness only."""
+    from kernelcourse import device
+    from kernelcourse.grade import __main__ as grade_main
+    from kernelcourse.grade import spec
+    exercise = next((REPO / "exercises").glob("04-*"))
+    for other in (device.Device("nvidia", "NVIDIA A100-SXM4-80GB", "sm_80", 32, 108),
+                  device.Device("amd", "AMD Instinct MI300X", "gfx942", 64, 304)):
+        monkeypatch.setattr(device, "detect", lambda other=other: other)
+        assert grade_main._machine(spec.load(exercise)) == ("cpu", False, [])
+        said = capsys.readouterr().out
+        assert "built for sm_90a" in said and other.name in said and "graded on the cpu backend" in said, said

@@ -173,6 +173,12 @@ def check_spelling(text: str, filename: str) -> None:
                                 "token itself ('#', '[', ']', '{', '}')")
 
 
+# The course's kernel headers, which a submission may include: the prelude, and what the rungs
+# build on (float4 loads, mma.sync's fragments, Hopper's wgmma, TMA and mbarriers). None holds
+# a GEMM; each is found in the harness's folder (a submission holds its declared files only).
+COURSE_HEADERS = tuple(f'"{name}"' for name in ("portable.h", "load4.h", "mma.h", "hopper.h"))
+
+
 def check_c_source(text: str, filename: str) -> None:
     """Raise Refused for the first rule the kernel's source breaks, with its line."""
     check_spelling(text, filename)
@@ -182,11 +188,11 @@ def check_c_source(text: str, filename: str) -> None:
     for directive in directives(tokens(text)):
         if directive.name not in DIRECTIVES:
             refuse(directive.start, f"uses #{directive.name or directive.rest}, which a kernel file "
-                                    "may not (only #include \"portable.h\", #define, #undef, #if "
+                                    "may not (only #include of the course's headers, #define, #undef, #if "
                                     "and its kin, #pragma unroll, #error and #warning)")
-        if directive.name == "include" and directive.rest != '"portable.h"':
-            refuse(directive.start, "includes a header other than \"portable.h\" (the one prelude "
-                                    "a kernel needs)")
+        if directive.name == "include" and directive.rest not in COURSE_HEADERS:
+            refuse(directive.start, "includes a header other than the course's own ("
+                                    + ", ".join(COURSE_HEADERS) + ")")
         if directive.name == "pragma" and not re.match(r"unroll\b", directive.rest):
             refuse(directive.start, f"uses #pragma {directive.rest}: a kernel file may use "
                                     "#pragma unroll only")

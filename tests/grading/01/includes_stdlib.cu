@@ -1,6 +1,6 @@
-// A header beyond portable.h (for getenv, fopen, system...): refused.
+// A header beyond the course's own (stdlib.h, for getenv, fopen, system...): refused.
 // grade: tiled.cu=0
-// says: includes a header other than "portable.h"
+// says: includes a header other than the course's own
 #include "portable.h"
 #include <stdlib.h>
 

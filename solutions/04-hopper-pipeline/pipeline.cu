@@ -1,0 +1,1 @@
+../../labs/08-hopper/wgmma_persistent.cu
