@@ -52,7 +52,8 @@ RULES: tuple[Rule, ...] = (
                "reach each __syncthreads()", (_Text.barriers, _Text.branches)))),
     Rule("crash", "a crash that no boundary guard explains",
          lambda f: any(r.crash for r in f.failed) and not explained_crashes(f), says.crash,
-         Look(("the lines the crash names (an access: with its guard; a deadlock: its waits and barriers)",
+         Look(("the lines the crash names (an access: with its guard; a rule of the mbarriers or a deadlock: "
+               "every wait and arrival too)",
                (_Text.fault,)),
               ("the access the crash names, and where its pointers are built", (_Text.fault,)))),
     Rule("store_guard", "a write outside C",

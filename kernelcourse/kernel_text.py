@@ -285,12 +285,16 @@ class KernelText:
         place = self._fault_line(f)
         crash = next((r.crash for r in getattr(f, "failed", [f]) if r.crash), "") or ""
         named = [(int(n), "") for n in NAMED_LINE.findall(crash) if 1 <= int(n) <= len(self.lines)]
+        # a rule of the mbarriers broken: every wait on them and every arrival too, where the
+        # mistake usually is (a parity, a guard, a release made too early or never)
+        protocol = ([(n, "") for n in self._matching(r"\bkc_mbarrier_(?:wait|arrive\w*)\s*\(")]
+                    if "barrier" in crash and not self.triton else [])
         if place is None:
-            return list(dict.fromkeys(named)) if "deadlock" in crash and named else self.accesses(f)
+            return list(dict.fromkeys(named + protocol)) if "deadlock" in crash and named else self.accesses(f)
         number, array = place
         found = [(number, "")]
         if EMULATION_RULE.search(crash) and not array:   # a rule broken there, not an access
-            return list(dict.fromkeys(found + named))
+            return list(dict.fromkeys(found + named + protocol))
         if not self.triton:     # its guards; for an index past an array or a misaligned access,
             if array:           # the loops setting the index and the arrays' declarations too
                 return found + [(self._line_of(r[2]), "") for r in self._enclosing(number, ("if", "else"))]

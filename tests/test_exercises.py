@@ -453,7 +453,8 @@ def test_04_a_known_wrong_pipeline_fails_with_its_cause_and_its_lines(variant, t
     looked = re.findall(r"pipeline\.cu:(\d+): (.*?)(?= pipeline\.cu:\d+:| the compiler's|$)", text.split("look at:")[1])
     assert looked and not all("C[(size_t)row * N + col]" in line for _, line in looked), out
     if variant.expect == "crash":
-        named = {int(n) for n in re.findall(r"\bline (\d+)\b", text.split("look at:")[0])}
+        said = text.split("look at:")[0]
+        named = {int(n) for n in re.findall(r"\bline (\d+)\b|pipeline\.cu:(\d+)\b", said) for n in n if n}
         assert named & {int(n) for n, _ in looked}, out
 
 

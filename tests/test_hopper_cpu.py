@@ -113,8 +113,8 @@ BROKEN = (
            r"bytes landing beyond what was expected: .*kc_mbarrier_arrive_expect_tx said too few bytes"),
     Broken("expect_tx_too_many", "wgmma_wide", "the full barrier expects B's bytes twice",
            ((EXPECT_TX, "kc_mbarrier_arrive_expect_tx(&full[s], (BM * BK + 2 * BK * BN) * (int)sizeof(kc_elem));"),),
-           r"deadlock: .* wait on line \d+ for phase 0 \(parity 0\) of the mbarrier initialised on line \d+, "
-           r"which still misses 0 of its 1 arrivals and 32768 bytes"),
+           r"deadlock: .* wait on line \d+ for phase 0 \(parity 0\) of the mbarrier initialised on line \d+ "
+           r"\(the 1st of the 4 initialised there\), which still misses 0 of its 1 arrivals and 32768 bytes"),
     Broken("wrong_stride", "wgmma_tma", "A's descriptor steps 512 bytes from one 8-row group to the next",
            (("kc_smem_desc(As + kk * 16, 16, 1024)", "kc_smem_desc(As + kk * 16, 16, 512)"),), None),
     Broken("wrong_swizzle", "wgmma_tma", "B's descriptor says the 64-byte swizzle",
@@ -131,7 +131,7 @@ BROKEN = (
     Broken("no_empty_arrive", "wgmma_persistent", "the consumers never release a stage",
            ((RELEASE, ""),),
            r"deadlock: .*1 thread waits on line \d+ for phase 0 \(parity 0\) of the mbarrier initialised on "
-           r"line \d+, which still misses 2 of its 2 arrivals and 0 bytes", DEEP),
+           r"line \d+ \(the 1st of the 4 initialised there\), which still misses 2 of its 2 arrivals and 0 bytes", DEEP),
     Broken("stores_before_the_last_wait", "wgmma_wide", "C stored from the accumulators before the last kc_wgmma_wait",
            (("    kc_wgmma_wait<0>();\n    kc_wgmma_hold(acc);\n\n", "\n"),
             ("            C[(size_t)row * N + col] = kc_to_elem(acc[i]);\n    }\n}",

@@ -160,7 +160,7 @@ hgemm_wgmma_persistent(const __grid_constant__ kc_tensor_map a_map, const __grid
         kc_wgmma_wait<0>();
         kc_wgmma_hold(acc);
         // TODO 5 (about 2 lines): release the last slice's stage, before the store, so that
-        // the producer fills the ring for the next tile meanwhile (a K of 0 has no slice).
+        // the producer fills the ring for the next tile meanwhile.
 
 
         // Store this consumer's 64 x 256 of C, rounded once, inside M and N only.

@@ -228,6 +228,27 @@ static Barrier& barrier_at(kc_u64* bar, const char* what, Site at) {
     refuse(at, text);
 }
 
+// "the mbarrier initialised on line 90", and, where that line initialised several (a loop
+// over an array of them), which one: "(the 2nd of the 4 initialised there)".
+struct BarrierName { char text[112]; };
+static BarrierName named(const Barrier& b) {
+    BarrierName name;
+    const Block& block_ = block();
+    unsigned index = 0, there = 0;
+    for (unsigned i = 0; i < block_.barrier_count; ++i)
+        if (block_.barriers[i].init.line == b.init.line) {
+            if (&block_.barriers[i] == &b) index = there;
+            ++there;
+        }
+    static const char* const ordinal[] = {"st", "nd", "rd"};
+    if (there > 1)
+        snprintf(name.text, sizeof name.text, "the mbarrier initialised on line %d (the %u%s of the %u "
+                 "initialised there)", b.init.line, index + 1, index < 3 ? ordinal[index] : "th", there);
+    else
+        snprintf(name.text, sizeof name.text, "the mbarrier initialised on line %d", b.init.line);
+    return name;
+}
+
 // Both counts at zero: the phase completes, and the next one waits for `count` arrivals.
 static void complete_if_done(Barrier& b) {
     if (b.pending == 0 && b.bytes == 0) {
@@ -239,15 +260,15 @@ static void complete_if_done(Barrier& b) {
 static void arrive(Barrier& b, const char* what, Site at) {
     char text[360];
     if (b.pending == 0) {
-        snprintf(text, sizeof text, "%s: an arrival on the mbarrier initialised on line %d beyond "
-                 "its count (%d): its phase %u had all its arrivals and still waits for %lld bytes",
-                 what, b.init.line, b.count, b.phase, b.bytes);
+        snprintf(text, sizeof text, "%s: an arrival on %s beyond its count (%d): its phase %u had all "
+                 "its arrivals and still waits for %lld bytes",
+                 what, named(b).text, b.count, b.phase, b.bytes);
         refuse(at, text);
     }
     if (--b.pending == 0 && b.bytes < 0) {
-        snprintf(text, sizeof text, "%s: the mbarrier initialised on line %d got %lld bytes more "
-                 "than its phase %u expected (kc_mbarrier_arrive_expect_tx's count is too small)",
-                 what, b.init.line, -b.bytes, b.phase);
+        snprintf(text, sizeof text, "%s: %s got %lld bytes more than its phase %u expected "
+                 "(kc_mbarrier_arrive_expect_tx's count is too small)",
+                 what, named(b).text, -b.bytes, b.phase);
         refuse(at, text);
     }
     complete_if_done(b);
@@ -262,9 +283,9 @@ static void land(const Copy& copy) {
     char text[400];
     if (b.phase != copy.phase) {
         snprintf(text, sizeof text, "bytes landing beyond what was expected: this TMA copy's %u "
-                 "bytes reach the mbarrier initialised on line %d after the phase they were issued "
-                 "in (%u) completed without them: kc_mbarrier_arrive_expect_tx said too few bytes",
-                 bytes, b.init.line, copy.phase);
+                 "bytes reach %s after the phase they were issued in (%u) completed without them: "
+                 "kc_mbarrier_arrive_expect_tx said too few bytes",
+                 bytes, named(b).text, copy.phase);
         refuse(copy.at, text);
     }
     const unsigned char* tensor = reinterpret_cast<const unsigned char*>(m.address);
@@ -287,8 +308,8 @@ static void land(const Copy& copy) {
     b.bytes -= bytes;
     if (b.bytes < 0 && b.pending == 0) {
         snprintf(text, sizeof text, "bytes landing beyond what was expected: this TMA copy brings "
-                 "%u bytes to the mbarrier initialised on line %d, whose phase %u expected only "
-                 "%lld more: kc_mbarrier_arrive_expect_tx said too few bytes", bytes, b.init.line,
+                 "%u bytes to %s, whose phase %u expected only %lld more: "
+                 "kc_mbarrier_arrive_expect_tx said too few bytes", bytes, named(b).text,
                  b.phase, b.bytes + bytes);
         refuse(copy.at, text);
     }
@@ -323,9 +344,9 @@ static bool phase_complete(const Condition& condition) {
 static void phase_missing(const Condition& condition, char* text, size_t size) {
     const PhaseWait& wait = static_cast<const PhaseWait&>(condition);
     const Barrier& b = *find_barrier(wait.barrier);
-    snprintf(text, size, "phase %u (parity %d) of the mbarrier initialised on line %d, which "
-             "still misses %d of its %d arrivals and %lld bytes, with no copy in flight to it",
-             b.phase, wait.parity, b.init.line, b.pending, b.count, b.bytes);
+    snprintf(text, size, "phase %u (parity %d) of %s, which still misses %d of its %d "
+             "arrivals and %lld bytes, with no copy in flight to it",
+             b.phase, wait.parity, named(b).text, b.pending, b.count, b.bytes);
 }
 
 }  // namespace kc::hopper

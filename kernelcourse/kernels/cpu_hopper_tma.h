@@ -120,6 +120,13 @@ static inline void kc_mbarrier_arrive(kc_u64* bar, kc::hopper::Site at = kc::hop
 
 static inline void kc_mbarrier_wait(kc_u64* bar, int parity, kc::hopper::Site at = kc::hopper::here()) {
     using namespace kc::hopper;
+    if (parity != 0 && parity != 1) {
+        char text[240];
+        snprintf(text, sizeof text, "kc_mbarrier_wait: parity %d; a phase's parity is 0 or 1 (in C, "
+                 "a negative number %% 2 is negative: does the wait run for a slice with no phase "
+                 "before it?)", parity);
+        refuse(at, text);
+    }
     const PhaseWait wait = {{&phase_complete, &phase_missing}, barrier_at(bar, "kc_mbarrier_wait", at).address,
                             parity & 1};
     kc::wait_for(wait, at.line);
@@ -279,7 +286,8 @@ static inline void kc_tma_store_2d(const kc_tensor_map* map, const void* src, in
     for (unsigned i = 0; i < b.copy_count; ++i)
         if (overlap(start, end, copies[i].dst, copies[i].dst + box_bytes(copies[i].map))) {
             snprintf(text, sizeof text, "kc_tma_store_2d reads shared memory that the TMA copy of line %d "
-                     "has not landed in yet (kc_mbarrier_wait on its mbarrier first)", copies[i].at.line);
+                     "has not landed in yet (no thread has waited on its mbarrier for the phase the copy "
+                     "completes: a wait missing, or one for the parity of another phase)", copies[i].at.line);
             refuse(at, text);
         }
     if (b.store_count == MAX_STORES) refuse(at, "kc_tma_store_2d: more TMA stores in flight than the cpu backend keeps (256)");

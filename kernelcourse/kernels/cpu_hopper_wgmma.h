@@ -193,8 +193,9 @@ static void issue(float* d, int n, kc_u64 desc_a, kc_u64 desc_b, int accumulate,
         for (unsigned i = 0; i < b.copy_count; ++i)
             if (reads(op, copies[i].dst, copies[i].dst + (box_bytes(copies[i].map) + 127) / 128 * 128)) {
                 snprintf(text, sizeof text, "%s reads a stage before its barrier: the TMA copy of line "
-                         "%d into the bytes it reads has not landed (kc_mbarrier_wait on its mbarrier "
-                         "first)", what, copies[i].at.line);
+                         "%d into the bytes it reads has not landed (no thread has waited on its "
+                         "mbarrier for the phase the copy completes: a wait missing, or one for the "
+                         "parity of another phase)", what, copies[i].at.line);
                 refuse(at, text);
             }
         ++wg.in_flight;

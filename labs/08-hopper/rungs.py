@@ -29,17 +29,18 @@ FALLBACK = "mma_ahead"              # lab 07's best rung: any shape, any alignme
 CPU_BLOCKS = 2                      # a persistent grid where the device has no SMs to count (the
                                     # cpu backend): each block walks several tiles, as on a GPU
 
-# Ragged everywhere TMA allows (M anything, N and K multiples of 8, none of them a multiple of
-# a tile): K shorter than a slice, one row, one tile's worth, deep K. Small on the CPU.
+# Ragged everywhere TMA allows (M anything, N and K multiples of 8, not of the tiles), and one
+# shape of whole tiles: K shorter than a slice, one row, deep K. Small on the CPU. "Aligned"
+# (the diagnosis's word) is a multiple of 64, a slice of K and a box of B.
 TMA_SUITES = {
-    False: Suite("tma-cpu", 8, (
+    False: Suite("tma-cpu", 64, (
         Shape(136, 264, 200, "multiples of 8, of no tile", signed=True),
         Shape(67, 136, 8, "K shorter than one slice"),
         Shape(1, 8, 8, "one row"),
         Shape(128, 256, 64, "exactly one wide tile"),
         Shape(200, 72, 520, "deep K, ragged", signed=True),
     )),
-    True: Suite("tma", 8, (
+    True: Suite("tma", 64, (
         Shape(1000, 1000, 1000, "1000: a multiple of 8, of no tile"),
         Shape(1037, 1016, 1048, "M ragged, N and K multiples of 8 only", signed=True),
         Shape(67, 136, 8, "K shorter than one slice"),
