@@ -157,6 +157,13 @@ def test_04_the_pipeline_is_graded_in_fp16_on_shapes_tma_describes(graded04):
     assert "tolerance 2e-03" in graded04.text("variant_a_box_at_the_wrong_corner")   # fp16's, not fp32's
 
 
+@pytest.mark.parametrize("cheat", submissions.CHEATS_04, ids=[c[0] for c in submissions.CHEATS_04])
+def test_04_a_cheat_on_the_course_headers_or_the_loader_scores_0_and_is_named(cheat, graded04):
+    name, _, says = cheat
+    assert graded04.score(f"cheat_{name}") == 0 and says in graded04.text(f"cheat_{name}"), \
+        graded04.text(f"cheat_{name}")
+
+
 def test_no_gpu_here_so_performance_is_listed_at_zero_points_and_said_to_be_graded_on_a_gpu(graded01):
     perf = graded01.test("solution", "tiled.cu: performance")
     assert perf["max_score"] == 0 and "graded on a GPU machine" in perf["output"]

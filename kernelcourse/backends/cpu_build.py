@@ -265,6 +265,22 @@ def _sections(obj: Path) -> list[str]:
 
 
 UNDEFINED, WEAK = set("Uwv"), set("WVu")
+# The C runtime's start-up files, linked into every shared library: what they call when it is
+# loaded or unloaded (crti's _init calls a __gmon_start__ if one is defined, crtbegin's
+# frame_dummy an _ITM_registerTMCloneTable) and what they define.
+STARTUP_FILES = ("crti.o", "crtbeginS.o", "crtendS.o", "crtn.o")
+
+
+@once
+def startup_names(compiler: str) -> frozenset[str]:
+    """Every symbol the start-up files name, defined or called: a kernel that defines one
+    would run when its library is loaded, before any launch."""
+    names = set()
+    for file in STARTUP_FILES:
+        path = subprocess.run([compiler, f"-print-file-name={file}"], capture_output=True, text=True).stdout.strip()
+        if path and Path(path).is_file():
+            names |= {name for name, _ in _symbols(Path(path))}
+    return frozenset(names)
 
 
 def _check_object(kernel: Path, launch: list[Path], expanded: Expanded, filename: str,
@@ -275,11 +291,13 @@ def _check_object(kernel: Path, launch: list[Path], expanded: Expanded, filename
     symbols = _symbols(kernel)
     loaded = [s for s in _sections(kernel) if LOAD_TIME.fullmatch(s)]
     loaded += [name for name, kind in symbols if kind == "i" or name.startswith("_GLOBAL__sub_")]
+    loaded += [name for name, kind in symbols if kind not in UNDEFINED and name in startup_names(find_compiler())]
     if loaded:
         raise CompileError(filename, "cpu", (
             f"{filename} runs code when it is loaded or unloaded ({', '.join(sorted(set(loaded))[:4])}): a "
-            "constructor, an attribute that places code, or a global initialised by code at run "
-            "time; a GPU kernel runs only when it is launched (give a global a constant initialiser)"))
+            "constructor, an attribute that places code, a global initialised by code at run "
+            "time, or a function named for one the C runtime's start-up code calls; a GPU kernel "
+            "runs only when it is launched (give a global a constant initialiser)"))
     theirs = [s for obj in launch for s in _symbols(obj)]
     used = {name for name, kind in theirs if kind in UNDEFINED}
     defined = {name for name, kind in theirs if kind not in UNDEFINED and (kind.isupper() or kind in "ui")}

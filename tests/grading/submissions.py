@@ -87,10 +87,32 @@ def exercise_04() -> dict:
     for v in variants.EXERCISE_04:
         if v.name in GRADED_04:
             students[f"variant_{v.name}"] = {v.file: v.apply(solved)}
+    for name, edits, _ in CHEATS_04:
+        students[f"cheat_{name}"] = {"pipeline.cu": variants.Variant(name, "pipeline.cu", "cheat", "", edits).apply(solved)}
     return students
 
 
 GRADED_04 = ("never_released", "full_parity_flipped", "released_before_retired", "a_box_at_the_wrong_corner")
+INCLUDES = '#include "portable.h"\n#include "mma.h"\n#include "hopper.h"\n'
+RELEASE_FIRST = (variants.RETIRE_04 + variants.RELEASE_04, variants.RELEASE_04 + variants.RETIRE_04)
+# Exercise 04's cheats, as edits of the solution: (name, the edits, what its report must say).
+# Each scores 0. The first two change the course headers' code from the student's file, where
+# no rule of the kernel's own lines reads: macros defined before the headers mute the
+# emulation's refusals (a stage released before its wgmma retired then passes) or place inline
+# assembly in a header's line; the third takes __shared__'s meaning away (no NaN-filled shared
+# memory); the fourth names a function the C runtime's start-up code calls when the library
+# is loaded.
+CHEATS_04 = (
+    ("mutes_the_emulation", ((INCLUDES, '#define noreturn\n#define stop(text) ((void)(text))\n' + INCLUDES),
+                             RELEASE_FIRST), "has #define before its last #include"),
+    ("asm_in_a_header", ((INCLUDES, '#include "portable.h"\n#include "mma.h"\n#define memcpy(d, s, n) '
+                          '({ __CONCAT(__as,m__) volatile("nop"); __builtin_memcpy(d, s, n); })\n'
+                          '#include "hopper.h"\n#undef memcpy\n'),), "has #define before its last #include"),
+    ("undefines_shared", ((INCLUDES, INCLUDES + "#undef __shared__\n#define __shared__ static\n"),),
+     "has a #undef of __shared__"),
+    ("gmon_start", ((INCLUDES, INCLUDES + 'extern "C" void __gmon_start__(void) {}\n'),),
+     "runs code when it is loaded or unloaded (__gmon_start__)"),
+)
 FOLDERS = {"01": exercise_01, "02": exercise_02, "03": exercise_03, "04": exercise_04}
 
 

@@ -138,6 +138,11 @@ LOADED = {
     "volatile int seen;\n[[gnu::destructor]] static void f() { seen = 1; }": ".fini_array",
     "static float g() { return 2.0f; }\nvolatile float x = g() + threadIdx.x;": "_GLOBAL__sub_I_",
     "__attribute__((target_clones(\"avx2\", \"default\"))) int h(int a) { return a + 1; }": "_Z1hi",
+    # functions the C runtime's start-up code calls if they exist: crti's _init calls
+    # __gmon_start__, crtbegin's frame_dummy _ITM_registerTMCloneTable, with no attribute at all
+    'volatile int seen;\nextern "C" void __gmon_start__(void) { seen = 1; }': "__gmon_start__",
+    'volatile int seen;\nextern "C" void _ITM_registerTMCloneTable(void*, unsigned long) { seen = 1; }':
+        "_ITM_registerTMCloneTable",
 }
 
 

@@ -184,8 +184,9 @@ def check_c_source(text: str, filename: str) -> None:
     check_spelling(text, filename)
     refuse = _refuser(text, filename)
     code = blanked(text)
+    found = directives(tokens(text))
     # The directives: what the preprocessor does before any rule below reads the code.
-    for directive in directives(tokens(text)):
+    for directive in found:
         if directive.name not in DIRECTIVES:
             refuse(directive.start, f"uses #{directive.name or directive.rest}, which a kernel file "
                                     "may not (only #include of the course's headers, #define, #undef, #if "
@@ -193,9 +194,27 @@ def check_c_source(text: str, filename: str) -> None:
         if directive.name == "include" and directive.rest not in COURSE_HEADERS:
             refuse(directive.start, "includes a header other than the course's own ("
                                     + ", ".join(COURSE_HEADERS) + ")")
+        if directive.name in ("define", "undef") and (name := re.match(r"\w*", directive.rest).group(0)) \
+                and re.match(r"__|_[A-Z]|KC_|kc_", name):
+            refuse(directive.start, f"has a #{directive.name} of {name}: names that begin with __, _ and a capital, "
+                                    "KC_ or kc_ are the compiler's and the course headers' (their macros, "
+                                    "which the check relies on); name it otherwise")
         if directive.name == "pragma" and not re.match(r"unroll\b", directive.rest):
             refuse(directive.start, f"uses #pragma {directive.rest}: a kernel file may use "
                                     "#pragma unroll only")
+    # The headers first: a macro defined (or code declared) before a course header would change
+    # the header's own code, where no rule here reads (a #define of a name it uses, say).
+    includes = [d for d in found if d.name == "include"]
+    if includes:
+        last = includes[-1].start
+        early = next((d for d in found if d.start < last and d.name != "include"), None)
+        if early is not None:
+            refuse(early.start, f"has #{early.name or early.rest} before its last #include: put every "
+                                "#include first (a macro defined before a course header changes the "
+                                "header's code)")
+        head = re.sub(r"^[ \t]*#.*$", lambda m: " " * len(m.group(0)), code[:last], flags=re.M)  # directives out
+        if stray := re.search(r"\S", head):
+            refuse(stray.start(), "has code before its last #include: put every #include first")
     for pattern, what in CODE_RULES:
         if match := re.search(pattern, code):
             refuse(match.start(), what)
