@@ -184,9 +184,19 @@ struct NamedBarrier {             // kc_named_barrier's barrier `id`
     unsigned arrived, generation;
 };
 
+struct Landed {                   // a TMA copy that has landed: the bytes it wrote, and the phase
+    kc_u32 lo, hi, barrier;       // of its barrier its bytes completed
+    unsigned phase;
+    int line;
+};
+constexpr unsigned MAX_LANDED = 256;
+
 struct Block {                    // the running block's state, reset when the next block starts
     unsigned serial;              // launch.block_number + 1 of the block it belongs to
     Barrier barriers[MAX_BARRIERS];
+    Landed landed[MAX_LANDED];    // the newest landing into each box's place
+    unsigned landed_count;
+    unsigned seen[1024][MAX_BARRIERS];        // per thread and barrier: the phases its waits saw complete
     unsigned barrier_count, copy_count, store_count;
     Warpgroup warpgroups[MAX_WARPGROUPS];
     unsigned stores_committed[1024], stores_done[1024];   // each thread's bulk groups
@@ -274,6 +284,24 @@ static void arrive(Barrier& b, const char* what, Site at) {
     complete_if_done(b);
 }
 
+// A landing, kept so that a wgmma can ask whether each of its threads saw it: the newest one
+// into each place (a stage's box lands there again on every turn of the ring).
+static void remember_landing(const Copy& copy, kc_u32 bytes) {
+    Block& b = block();
+    unsigned kept = 0;
+    for (unsigned i = 0; i < b.landed_count; ++i)
+        if (b.landed[i].lo != copy.dst) b.landed[kept++] = b.landed[i];
+    if (kept == MAX_LANDED) {                                       // the oldest goes
+        memmove(b.landed, b.landed + 1, (MAX_LANDED - 1) * sizeof(Landed));
+        --kept;
+    }
+    b.landed[kept++] = {copy.dst, copy.dst + bytes, copy.barrier, copy.phase, copy.at.line};
+    b.landed_count = kept;
+}
+
+// The barrier's index in the block (its place in `seen`).
+static unsigned index_of(const Barrier& barrier) { return unsigned(&barrier - block().barriers); }
+
 // Write a copy's box into shared memory (zeros past the tensor's edges) and count its bytes
 // off its barrier, in the phase it was issued in.
 static void land(const Copy& copy) {
@@ -305,6 +333,7 @@ static void land(const Copy& copy) {
                 memset(to, 0, m.element_bytes);
         }
     });
+    remember_landing(copy, bytes);
     b.bytes -= bytes;
     if (b.bytes < 0 && b.pending == 0) {
         snprintf(text, sizeof text, "bytes landing beyond what was expected: this TMA copy brings "

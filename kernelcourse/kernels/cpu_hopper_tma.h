@@ -130,6 +130,11 @@ static inline void kc_mbarrier_wait(kc_u64* bar, int parity, kc::hopper::Site at
     const PhaseWait wait = {{&phase_complete, &phase_missing}, barrier_at(bar, "kc_mbarrier_wait", at).address,
                             parity & 1};
     kc::wait_for(wait, at.line);
+    // what this thread has now seen complete (a wait that returned at once saw no more than
+    // the phases complete then)
+    const Barrier& b = barrier_at(bar, "kc_mbarrier_wait", at);
+    unsigned& seen = block().seen[kc::linear_thread()][index_of(b)];
+    seen = b.phase > seen ? b.phase : seen;
 }
 
 // --------------------------------------------------------------------------- TMA

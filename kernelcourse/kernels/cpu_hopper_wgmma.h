@@ -138,7 +138,7 @@ static void retire(const Wgmma& op) {
 static void issue(float* d, int n, kc_u64 desc_a, kc_u64 desc_b, int accumulate, const char* what, Site at) {
     Lane mine = {MMA, n, desc_a, desc_b, accumulate != 0, d};
     together(mine, at, [&](Warpgroup& wg, unsigned first) {
-        char text[400];
+        char text[640];
         const unsigned index = first / WARPGROUP_THREADS;
         for (unsigned t = first; t < first + WARPGROUP_THREADS; ++t) {
             const Lane& theirs = lane_slot(t);
@@ -198,6 +198,23 @@ static void issue(float* d, int n, kc_u64 desc_a, kc_u64 desc_b, int accumulate,
                          "parity of another phase)", what, copies[i].at.line);
                 refuse(at, text);
             }
+        // Every thread of the warpgroup must have seen each landing it reads complete: a
+        // wgmma's threads read the stage together, and only a thread whose wait returned for
+        // that phase is promised the copy's bytes (one thread's wait covers only itself).
+        for (unsigned i = 0; i < b.landed_count; ++i) {
+            const Landed& landing = b.landed[i];
+            if (!reads(op, landing.lo, landing.hi)) continue;
+            const unsigned barrier = index_of(*find_barrier(landing.barrier));
+            for (unsigned lane = 0; lane < WARPGROUP_THREADS; ++lane)
+                if (b.seen[first + lane][barrier] <= landing.phase) {
+                    snprintf(text, sizeof text, "%s reads a stage that thread %u of its warpgroup has not "
+                             "seen land: the TMA copy of line %d completed phase %u of %s, and no wait of "
+                             "that thread has returned for it (every thread of the warpgroup waits on "
+                             "the barrier before its wgmma reads the stage)", what, first + lane,
+                             landing.line, landing.phase, named(*find_barrier(landing.barrier)).text);
+                    refuse(at, text);
+                }
+        }
         ++wg.in_flight;
     });
 }
