@@ -253,10 +253,16 @@ def _check_expanded(expanded: Expanded, filename: str, compiler: str) -> None:
         _refuse_construct(filename, line_of(code, m.start()), ASSEMBLY[1], m.group(0))
 
 
+# AArch64's mapping symbols ($x: code follows, $d: data; Arm's $a, $t), local markers in every
+# object of that ISA, the start-up files' too: they name nothing.
+MAPPING_SYMBOL = re.compile(r"\$[xdat](?:\..*)?")
+
+
 def _symbols(obj: Path) -> list[tuple[str, str]]:
-    """(name, nm's type letter) for every symbol of an object file."""
+    """(name, nm's type letter) for every symbol of an object file, mapping symbols aside."""
     out = subprocess.run(["nm", "-P", "-p", str(obj)], capture_output=True, text=True, check=True)
-    return [(fields[0], fields[1]) for fields in map(str.split, out.stdout.splitlines()) if len(fields) > 1]
+    return [(fields[0], fields[1]) for fields in map(str.split, out.stdout.splitlines())
+            if len(fields) > 1 and not (fields[1].islower() and MAPPING_SYMBOL.fullmatch(fields[0]))]
 
 
 def _sections(obj: Path) -> list[str]:

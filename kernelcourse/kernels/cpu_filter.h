@@ -7,9 +7,14 @@
 #if defined(__linux__)
 // The system-call filter, a BPF program seccomp runs on each call: the call's number and
 // arguments in, a verdict out. Each rule is a few instructions; a call no rule allows
-// raises SIGSYS (on_fault records the call), and a call of another ABI (32-bit, x32) ends
-// the process at once, since its numbers mean other calls.
-constexpr uint32_t THIS_ARCH = AUDIT_ARCH_X86_64;      // the fibers are x86-64 only (kc_switch)
+// raises SIGSYS (on_fault records the call), and a call of another ABI (x86-64's 32-bit and
+// x32, AArch64's 32-bit Arm) ends the process at once, since its numbers mean other calls.
+// The numbers are this ISA's (<sys/syscall.h>); every call named below has one on both.
+#if defined(__x86_64__)
+constexpr uint32_t THIS_ARCH = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr uint32_t THIS_ARCH = AUDIT_ARCH_AARCH64;
+#endif
 static sock_filter filter_code[64];
 static unsigned short filter_size;
 
@@ -46,8 +51,10 @@ static void forbid_system_calls() {
     emit(BPF_JMP | BPF_JEQ | BPF_K, THIS_ARCH, 1, 0);
     emit(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
     emit(BPF_LD | BPF_W | BPF_ABS, uint32_t(offsetof(seccomp_data, nr)));
-    emit(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1);
+#if defined(__x86_64__)
+    emit(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1);      // x32: x86-64's arch, other numbers
     emit(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+#endif
     for (uint32_t call : {__NR_exit, __NR_exit_group, __NR_rt_sigreturn, __NR_brk, __NR_munmap,
                           __NR_mremap, __NR_mprotect, __NR_madvise, __NR_clock_gettime,
                           __NR_gettimeofday})

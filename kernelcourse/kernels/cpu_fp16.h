@@ -4,8 +4,15 @@
 
 #include "cpu_runtime.h"
 
-// IEEE binary16, rounded after every operation as the GPU's __half arithmetic is.
+// IEEE binary16, rounded after every operation as the GPU's __half arithmetic is. AArch64's
+// GCC before 13 has no _Float16 in C++, only __fp16, the same format: there (as for any half
+// type on an AArch64 without the FP16 extension) an expression's intermediate results stay
+// floats, rounded to half where the expression's value is stored or converted.
+#if defined(__aarch64__) && !defined(__clang__) && __GNUC__ < 13
+typedef __fp16 __half;
+#else
 typedef _Float16 __half;
+#endif
 static inline __half __float2half(float v) { return (__half)v; }
 static inline float __half2float(__half v) { return (float)v; }
 static inline __half __hadd(__half a, __half b) { return (__half)((float)a + (float)b); }

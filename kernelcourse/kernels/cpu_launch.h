@@ -50,7 +50,7 @@ enum Check { MISALIGNED = 1, OUT_OF_BOUNDS = 2 };                          // CH
 struct Status {
     int outcome;              // Outcome
     int signal;               // the signal that stopped the child
-    int is_write;             // 1 when the faulting access was a write (x86-64 Linux), -1 unknown
+    int is_write;             // 1 when the faulting access was a write (Linux), -1 unknown
     int guard;                // the guard the fault hit: 1 a thread's stack (an overflow), 2 the
                               // page past the dynamic shared memory, 0 neither
     int syscall;              // SIGSYS: the system call the filter stopped (-1: none recorded)
@@ -70,8 +70,17 @@ struct Status {
                               // dynamic shared memory, 0 elsewhere
 };
 
-// Per fiber; a guard page below each. Only the pages a thread touches cost memory.
+// Per fiber; a guard below each. Only the pages a thread touches cost memory.
 constexpr size_t STACK_BYTES = 1024 * 1024;
+// The guard spans at least the stride of -fstack-clash-protection's probes, whole pages of
+// this machine's size: x86-64's GCC probes every 4 KiB, AArch64's every 64 KiB (its
+// stack-clash-protection-guard-size), so a smaller guard lets a large frame step over it
+// into the next thread's stack.
+#if defined(__aarch64__)
+constexpr size_t PROBE_STRIDE = 64 * 1024;
+#else
+constexpr size_t PROBE_STRIDE = 4 * 1024;
+#endif
 static Status* status;                      // shared with the parent
 static char* stacks_begin;                  // the fibers' stacks, for telling an overflow
 static char* stacks_end;
@@ -110,13 +119,14 @@ namespace kc {
 
 // The return addresses into this library's code on the stack of the thread that stopped,
 // newest first (each minus one: inside its call instruction), for the backend to name the
-// kernel's line when the thread stopped in a function of another library.
-static void note_calls(const uintptr_t* sp) {
+// kernel's line when the thread stopped in a function of another library. On AArch64 the
+// newest may be in the link register instead (a function that calls none never stores it):
+// on_fault notes it first, and passes `found` 1.
+static void note_calls(const uintptr_t* sp, unsigned found = 0) {
     const char* stack = reinterpret_cast<const char*>(sp);
     if (!(stacks_begin <= stack && stack < stacks_end)) return;      // not a fiber's stack
     const size_t fiber = size_t(stack - stacks_begin) / STACK_BYTES;
     const uintptr_t* top = reinterpret_cast<const uintptr_t*>(stacks_begin + (fiber + 1) * STACK_BYTES);
-    unsigned found = 0;
     for (; sp < top && found < sizeof status->calls / sizeof status->calls[0]; ++sp)
         if (code_begin <= *sp && *sp < code_end) status->calls[found++] = *sp - 1;
 }
@@ -137,6 +147,27 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
     status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
     note_calls(reinterpret_cast<const uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]));
     status->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;   // page-fault error code
+#elif defined(__linux__) && defined(__aarch64__)
+    const ucontext_t* uc = static_cast<const ucontext_t*>(context);
+    status->pc = uint64_t(uc->uc_mcontext.pc);
+    const uintptr_t link = uintptr_t(uc->uc_mcontext.regs[30]);
+    const bool linked = code_begin <= link && link < code_end;
+    if (linked) status->calls[0] = link - 1;
+    note_calls(reinterpret_cast<const uintptr_t*>(uc->uc_mcontext.sp), linked);
+    // The kernel's records after the registers: a data abort's syndrome (ESR) says in bit 6
+    // (WnR) whether it was a write. None (another signal; qemu-user writes none): unknown.
+    for (const unsigned char* record = uc->uc_mcontext.__reserved;
+         record + sizeof(_aarch64_ctx) <= uc->uc_mcontext.__reserved + sizeof uc->uc_mcontext.__reserved;) {
+        const _aarch64_ctx* head = reinterpret_cast<const _aarch64_ctx*>(record);
+        if (head->magic == 0 || head->size < sizeof(_aarch64_ctx)) break;
+        if (head->magic == ESR_MAGIC) {
+            const uint64_t esr = reinterpret_cast<const esr_context*>(head)->esr;
+            const uint64_t exception_class = esr >> 26 & 0x3F;             // 0x24, 0x25: data abort
+            if (exception_class == 0x24 || exception_class == 0x25) status->is_write = (esr >> 6) & 1;
+            break;
+        }
+        record += head->size;
+    }
 #else
     (void)context;
 #endif
@@ -197,7 +228,8 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     if (stacks == MAP_FAILED) stop("no memory for the threads' stacks");
     stacks_begin = stacks;
     stacks_end = stacks + (count + 1) * STACK_BYTES;
-    for (unsigned t = 0; t < count; ++t) mprotect(stacks + t * STACK_BYTES, page, PROT_NONE);
+    const size_t stack_guard = (PROBE_STRIDE + page - 1) / page * page;
+    for (unsigned t = 0; t < count; ++t) mprotect(stacks + t * STACK_BYTES, stack_guard, PROT_NONE);
     Fiber* fibers = static_cast<Fiber*>(mmap(nullptr, count * (sizeof(Fiber) + sizeof(int)),
                                              PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     int* order = reinterpret_cast<int*>(fibers + count);

@@ -99,10 +99,19 @@ template <typename A, typename B> static inline std::common_type_t<A, B> max(A a
     using T = std::common_type_t<A, B>; return T(a) < T(b) ? T(b) : T(a); }
 
 // -- the clock: a GPU's clock() and clock64() count its SM's cycles. Here clock64() reads
-// the CPU's time-stamp counter (an instruction, no system call), and clock() is the C
-// library's (<ctime>: processor time), so that a file that includes <ctime> itself still
-// compiles; both only go up, which is all a kernel that subtracts two readings needs.
+// the CPU's counter (an instruction, no system call: x86-64's time-stamp counter, AArch64's
+// virtual count), and clock() is the C library's (<ctime>: processor time), so that a file
+// that includes <ctime> itself still compiles; both only go up, which is all a kernel that
+// subtracts two readings needs.
+#if defined(__aarch64__)
+static inline long long clock64() {
+    unsigned long long count;
+    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(count));
+    return (long long)count;
+}
+#else
 static inline long long clock64() { return (long long)__builtin_ia32_rdtsc(); }
+#endif
 
 // -- atomics: the fibers of a block share one CPU thread, so a read-modify-write that no
 // barrier interrupts is atomic among them. (The converse gap: a plain `x += 1` that needs

@@ -7,23 +7,40 @@
 // Switch fibers: save the callee-saved registers on the current stack, store the stack
 // pointer in *save_sp, load load_sp, and restore the registers saved there: a coroutine
 // switch in a few instructions (ucontext's swapcontext also saves the signal mask, a
-// system call).
-#if defined(__x86_64__)
+// system call). The floating-point control registers are saved too: a kernel that changes
+// its rounding mode changes only its own thread's.
 #if defined(__APPLE__)
 #define KC_SYMBOL "_kc_switch"
 #define KC_FUNCTION_TYPE ""
 #else
 #define KC_SYMBOL "kc_switch"
-#define KC_FUNCTION_TYPE ".type kc_switch, @function\n"
+#define KC_FUNCTION_TYPE ".type kc_switch, %function\n"
 #endif
+#if defined(__x86_64__)
 __asm__(".text\n.globl " KC_SYMBOL "\n" KC_FUNCTION_TYPE KC_SYMBOL ":\n"
         "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
         "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
         "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
         "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
         "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n");
+#elif defined(__aarch64__)
+// AAPCS64: x19-x28, the frame pointer x29, the link register x30 (where ret goes), the low
+// halves d8-d15 of v8-v15, and fpcr, in a 176-byte frame (sp stays a multiple of 16). x18,
+// the platform register, is the system's (Apple's, a shadow call stack's): never touched.
+__asm__(".text\n.globl " KC_SYMBOL "\n" KC_FUNCTION_TYPE ".p2align 2\n" KC_SYMBOL ":\n"
+        "  sub sp, sp, #176\n"
+        "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
+        "  stp x25, x26, [sp, #48]\n  stp x27, x28, [sp, #64]\n  stp x29, x30, [sp, #80]\n"
+        "  stp d8, d9, [sp, #96]\n  stp d10, d11, [sp, #112]\n  stp d12, d13, [sp, #128]\n"
+        "  stp d14, d15, [sp, #144]\n  mrs x9, fpcr\n  str x9, [sp, #160]\n"
+        "  mov x9, sp\n  str x9, [x0]\n  mov sp, x1\n"
+        "  ldr x9, [sp, #160]\n  msr fpcr, x9\n"
+        "  ldp x19, x20, [sp, #0]\n  ldp x21, x22, [sp, #16]\n  ldp x23, x24, [sp, #32]\n"
+        "  ldp x25, x26, [sp, #48]\n  ldp x27, x28, [sp, #64]\n  ldp x29, x30, [sp, #80]\n"
+        "  ldp d8, d9, [sp, #96]\n  ldp d10, d11, [sp, #112]\n  ldp d12, d13, [sp, #128]\n"
+        "  ldp d14, d15, [sp, #144]\n  add sp, sp, #176\n  ret\n");
 #else
-#error "the cpu backend switches fibers with x86-64 instructions; this machine is not x86-64 (use the Triton interpreter here)"
+#error "the cpu backend switches fibers with x86-64 or AArch64 instructions; this machine is neither (use the Triton interpreter here)"
 #endif
 
 namespace kc {
@@ -41,10 +58,11 @@ static uint64_t next_random(uint64_t& state) {   // xorshift64: a reproducible s
 }
 
 static void prepare_fiber(Fiber& fiber, char* stack_top) {
+    uint64_t* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t(15));
+#if defined(__x86_64__)
     // The initial stack, as kc_switch expects to pop it: mxcsr and x87 control words, six
     // callee-saved registers, then the "return address" fiber_main (entered as if called,
     // with the stack 8 bytes below a multiple of 16).
-    uint64_t* sp = reinterpret_cast<uint64_t*>(reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t(15));
     *--sp = 0;                                           // fiber_main never returns
     *--sp = reinterpret_cast<uint64_t>(&fiber_main);
     for (int reg = 0; reg < 6; ++reg) *--sp = 0;
@@ -52,6 +70,16 @@ static void prepare_fiber(Fiber& fiber, char* stack_top) {
     uint16_t fpu;
     __asm__ volatile("stmxcsr %0\n fnstcw %1" : "=m"(mxcsr), "=m"(fpu));
     *--sp = uint64_t(mxcsr) | (uint64_t(fpu) << 32);
+#else
+    // The initial frame, as kc_switch expects to load it: zero registers but x30, where its
+    // ret enters fiber_main (x29 zero: the end of the frame chain), and this thread's fpcr.
+    sp -= 22;
+    for (int slot = 0; slot < 22; ++slot) sp[slot] = 0;
+    sp[11] = reinterpret_cast<uint64_t>(&fiber_main);
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    sp[20] = fpcr;
+#endif
     fiber.sp = sp;
 }
 
