@@ -68,7 +68,7 @@ class Machine:
     a plain Linux machine, so that a test names only the facts it is about."""
     platform: str                     # "cpu", "nvidia" or "amd"
     platform_why: str = "detected"    # how the platform was decided, for the printout
-    system: str = "Linux"             # platform.system(): "Linux", "Darwin", ...
+    system: str = "Linux"             # platform.system(): "Linux", "Darwin", "Windows", ...
     python: tuple[int, int] = (3, 11)
     venv_tool: str | None = "venv"    # "virtualenv", "venv" (with ensurepip) or None
     cuda_major: str | None = None     # the driver's CUDA major version
@@ -114,8 +114,29 @@ def venv_steps(m: Machine, venv: str) -> list[Step]:
                  pip_install("--upgrade", "pip"))]
 
 
+# Where the course runs: Linux. On the others, what does instead, said before anything is made.
+ELSEWHERE = {
+    "Darwin": ("macOS: the course runs on Linux only. Triton publishes no macOS build, and the cpu "
+               "backend runs each launch as a Linux process under a Linux system-call filter. Use a "
+               "Linux virtual machine or container on this Mac (UTM, Lima, Docker Desktop and the "
+               "like). The cpu backend needs x86-64 Linux today: on Apple silicon, an x86-64 image "
+               "under the virtual machine's emulation (not tested)"),
+    "Windows": ("native Windows: the course runs on Linux only (make, the cpu backend's Linux "
+                "processes and system-call filter, Triton's Linux builds). Use WSL2: its Ubuntu is "
+                "x86-64 Linux, the kind of machine the course is tested on (WSL2 itself is not "
+                "tested); for an NVIDIA GPU there, the Windows driver with WSL support"),
+}
+
+
+def system_supported(m: Machine) -> None:
+    """Refuse a machine that is not Linux, with what to use instead."""
+    if m.system != "Linux":
+        raise SetupError(ELSEWHERE.get(m.system, f"{m.system}: the course runs on Linux only"))
+
+
 def course_step(m: Machine) -> Step:
     """The course package with the extras for this platform; it refuses unsupported ones."""
+    system_supported(m)
     if m.platform == "cpu":
         return Step("course: .[cpu,dev] (NVRTC and hip-python for compile-only builds, dev tools)",
                     pip_install("-e", ".[cpu,dev]"))
@@ -194,8 +215,6 @@ def cpu_torch(m: Machine, probes: Probes) -> Step:
     if local:
         return Step(f"torch: {local} wheel found locally (pip find-links)",
                     pip_install(f"torch=={local}"))
-    if m.system == "Darwin":
-        return Step("torch: PyPI's build (on macOS it is the CPU build)", pip_install(TORCH_CPU))
     answer = probes.index_answer(CPU_INDEX)
     if answer.ok:
         return Step(f"torch: CPU build from {CPU_INDEX}",

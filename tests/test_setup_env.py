@@ -92,12 +92,23 @@ def test_torch_index_pypi_accepts_pypis_build():
     assert probes.asked == []
 
 
-def test_macos_takes_pypis_torch_which_is_the_cpu_build():
-    probes = FakeProbes()
-    step = torch_step(Machine("cpu", system="Darwin"), probes)
-    assert step.argv == pip_install("torch==2.13.0")
-    assert "macOS" in step.why
-    assert probes.asked == ["torch==2.13.0"]
+@pytest.mark.parametrize("system, says", [
+    ("Darwin", ("macOS: the course runs on Linux only", "Triton publishes no macOS build",
+                "a Linux virtual machine or container", "x86-64")),
+    ("Windows", ("native Windows: the course runs on Linux only", "Use WSL2")),
+    ("FreeBSD", ("FreeBSD: the course runs on Linux only",)),
+])
+def test_a_machine_that_is_not_linux_is_refused_first_with_what_to_use(monkeypatch, system, says):
+    """The first step refuses it, before a venv or a question to an index: one message, no
+    traceback, and nothing made."""
+    made = []
+    monkeypatch.setattr(setup_env, "read_machine", lambda env: Machine("cpu", system=system))
+    monkeypatch.setattr(setup_env, "run", lambda steps, venv: made.append(steps))
+    monkeypatch.setattr(setup_env.os, "chdir", lambda path: None)
+    with pytest.raises(SetupError) as refused:
+        course_step(Machine("cpu", system=system))
+    assert all(phrase in str(refused.value) for phrase in says), refused.value
+    assert setup_env.main(["setup_env.py"]) == 1 and made == []
 
 
 def test_cpu_installs_the_cpu_and_dev_extras():
@@ -285,7 +296,7 @@ def test_venv_tool_prefers_virtualenv_and_venv_needs_ensurepip(monkeypatch, impo
 # ---- The order: every question before the venv, where it can be -------------------------
 
 @pytest.mark.parametrize("machine", [
-    Machine("cpu"), Machine("cpu", system="Darwin"), Machine("cpu", torch_index="pypi"),
+    Machine("cpu"), Machine("cpu", torch_index="pypi"),
     Machine("cpu", torch_index=URL), Machine("amd", rocm_version="6.3"),
     Machine("nvidia", cuda_major="12"), Machine("nvidia", cuda_major="13"),
 ])
