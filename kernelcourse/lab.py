@@ -92,6 +92,14 @@ class LabRun:
             found.append(rung.triton_impl(self.triton))
         return found
 
+    def require(self, rungs) -> None:
+        """Stop the lab with one line where its C backend's GPU cannot run these rungs (an
+        NVIDIA GPU before sm_80 for mma.sync, an AMD one without MFMA), saying what can."""
+        why = next((w for r in rungs if self.c is not None and (w := r.refusal(self.c.device))), None)
+        if why:
+            raise SystemExit(f"{why}: this lab stops here; BACKEND=cpu runs it on the cpu backend "
+                             "(CPU emulation)")
+
     def c_impl(self, rung, **defines) -> GemmImpl | None:
         """The rung's C kernel on this run's C backend, or None, with the reason printed, where
         that backend cannot build it (an sm_90a rung on AMD, or on an NVIDIA GPU other than

@@ -80,6 +80,10 @@ class Rung:
     # 'a': the kernel uses instructions of one architecture alone (sm_90a: wgmma, TMA), so it
     # is reported for sm_90a only; its lab's c_impl builds it for that target (lab 08's).
     arch_suffix: str = ""
+    # What its instructions need of a GPU, per vendor: ("sm_80", why) is a minimum NVIDIA
+    # architecture; ("mfma", why) an AMD GPU with MFMA (CDNA: gfx908, gfx90a, gfx94x, gfx95x).
+    # Another GPU is refused by name before anything is compiled (the cpu backend runs all).
+    needs: dict = field(default_factory=dict)
     # The defaults: the file's own, then the headers'. Read from `source` when the rung is
     # declared, and kept when the rung is built from another file (with_files).
     defines: dict = None
@@ -123,11 +127,29 @@ class Rung:
         follows = self.lockstep_defines(lockstep) if self.lockstep_defines else {}
         return Build(self, self.config(**{**follows, **defines}), lockstep, bool(defines))
 
+    def refusal(self, device) -> str | None:
+        """Why this rung's kernel cannot run on `device` (None: it can, or it is no GPU)."""
+        if not device.is_gpu or device.vendor not in self.needs:
+            return None
+        need, why = self.needs[device.vendor]
+        arch = device.arch or ""
+        if need == "mfma":
+            fits = arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
+        else:                                             # "sm_80": at least that architecture
+            fits = arch.startswith("sm_") and int(arch[3:].rstrip("af")) >= int(need[3:])
+        if fits:
+            return None
+        wanted = "an AMD GPU with MFMA (CDNA)" if need == "mfma" else f"{need} or newer"
+        return f"{self.name} needs {wanted} for {why}; this GPU, {device.name}, is {arch}"
+
     def c_impl(self, backend, **defines) -> GemmImpl:
         """The C kernel on a cuda, hip or cpu backend, compiled now (once) with these defines
         over the defaults of the backend's lockstep width; where the rung has a small tile,
-        a call on a C too small for the default compiles it too (once) and runs it."""
+        a call on a C too small for the default compiles it too (once) and runs it. A GPU the
+        rung's instructions do not run on is refused first (NotImplementedError, the reason)."""
         device = backend.device
+        if why := self.refusal(device):
+            raise NotImplementedError(why)
         build = self.build(device.lockstep_width, **defines)
         kernel = backend.compile(self.source, self.kernel, build.defines)
         builds = {}

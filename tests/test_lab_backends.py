@@ -8,13 +8,14 @@ backend that starts here (it is all Triton, whatever BACKEND says); labs 06 and 
 the backend `auto` picks for their C kernels.
 """
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from kernelcourse import lab
-from kernelcourse.device import detect
+from kernelcourse import lab, rungs
+from kernelcourse.device import Device, detect
 from kernelcourse.lab import REPO
 
 pytestmark = [pytest.mark.cli]
@@ -87,3 +88,42 @@ def test_start_refuses_in_one_line_as_a_lab_starts(backend, says, monkeypatch):
     with pytest.raises(SystemExit) as refused:
         lab.start(kinds=("c",))
     assert str(refused.value).startswith(says) and "\n" not in str(refused.value)
+
+
+# ---------------------------------------------------------------- a GPU a rung cannot run on
+
+@pytest.mark.parametrize("device, refused", [
+    (Device("nvidia", "Tesla T4", "sm_75", 32, 40), "needs sm_80 or newer for mma.sync.m16n8k16"),
+    (Device("amd", "AMD Radeon RX 7900 XTX", "gfx1100", 32, 48), "needs an AMD GPU with MFMA (CDNA)"),
+    (Device("nvidia", "NVIDIA A100-SXM4-80GB", "sm_80", 32, 108), None),
+    (Device("nvidia", "NVIDIA H200", "sm_90", 32, 132), None),
+    (Device("amd", "AMD Instinct MI300X", "gfx942", 64, 304), None),
+    (Device("cpu", "CPU"), None),
+])
+def test_a_matrix_core_rung_is_refused_by_name_on_a_gpu_without_its_instructions(device, refused):
+    """Lab 07's rungs need mma.sync's m16n8k16 (sm_80) or MFMA (CDNA): elsewhere c_impl stops
+    before compiling, with the reason, which a lab prints as it goes on (LabRun.c_impl); on
+    a T4, ptxas would otherwise stop the lab with a PTX error."""
+    from kernelcourse.backends.cuda import CudaBackend
+    from kernelcourse.backends.hip import HipBackend
+    for rung in rungs.MATRIX_CORE:
+        why = rung.refusal(device)
+        assert (why is None) == (refused is None) and (refused is None or refused in why), (rung.name, why)
+        if refused:
+            kind = CudaBackend if device.vendor == "nvidia" else HipBackend
+            backend = kind.__new__(kind)
+            backend.device = device                 # its device, without a GPU's runtime
+            with pytest.raises(NotImplementedError, match=re.escape(why)):
+                rung.c_impl(backend)
+
+
+def test_a_lab_whose_rungs_this_gpu_cannot_run_stops_with_one_line():
+    """Lab 07 on a T4: the lab stops before its first cell that builds, with the rung's
+    reason and the backend that runs it (the cpu backend runs every rung)."""
+    from types import SimpleNamespace
+    t4 = SimpleNamespace(device=Device("nvidia", "Tesla T4", "sm_75", 32, 40))
+    with pytest.raises(SystemExit, match=r"mma_tiles needs sm_80 or newer .* this GPU, Tesla T4, is sm_75: "
+                                         r"this lab stops here; BACKEND=cpu runs it"):
+        lab.LabRun("auto", 4096, t4, None).require(rungs.of_lab("07"))
+    cpu = SimpleNamespace(device=Device("cpu", "CPU"))
+    lab.LabRun("cpu", 128, cpu, None).require(rungs.of_lab("07"))      # runs on: no exit

@@ -48,6 +48,7 @@ run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C
 backend, device = run.c, run.device
 MMA_TILES, MMA_PIPELINE, MMA_AHEAD = rungs.of_lab("07")          # this lab's rungs.py
 print(run.describe())
+run.require(rungs.of_lab("07"))     # sm_80 or newer, or an AMD GPU with MFMA: else one line
 
 # %% [markdown]
 # ## 1. The kernels

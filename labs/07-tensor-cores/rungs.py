@@ -10,6 +10,13 @@ HERE = Path(__file__).resolve().parent
 PRECISION = {"KC_BF16": 0}          # mma.h's: 0 fp16, 1 bf16
 
 
+def needs(nvidia: str) -> dict:
+    """What these kernels need of a GPU: on NVIDIA sm_80 (mma.sync's m16n8k16 shape in fp16
+    and bf16 came with Ampere; ptxas refuses it for sm_75), for `nvidia`'s instructions; on
+    AMD, MFMA (CDNA's matrix cores: RDNA has WMMA instead, over 32-wide waves)."""
+    return {"nvidia": ("sm_80", nvidia), "amd": ("mfma", "its matrix-core instructions (MFMA)")}
+
+
 def lanes_of_one_instruction(width: int) -> dict:
     """The lanes one matrix-core instruction takes: a 64-wide wavefront on AMD CDNA, a
     32-lane warp on NVIDIA and on the cpu backend (which emulates NVIDIA's fragments)."""
@@ -33,6 +40,7 @@ RUNGS = (Rung(
     shared_of=lambda d: (d["BM"] * (d["BK"] + d["PAD"]) + d["BK"] * (d["BN"] + d["PAD"])) * 2,
     summary="fp16 (or bf16) on the matrix cores: 16 x 16 x 16 steps per warp (mma.sync / MFMA)",
     header_defines=PRECISION,
+    needs=needs("mma.sync.m16n8k16"),
     lockstep_defines=lanes_of_one_instruction,
     dtype="fp16",
 ), Rung(
@@ -44,6 +52,7 @@ RUNGS = (Rung(
     shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * 32 * 2,        # BK = 32, no pad
     summary="16-byte copies (cp.async), STAGES slices in shared memory (STAGES - 1 in flight), swizzled",
     header_defines=PRECISION,
+    needs=needs("mma.sync.m16n8k16 and cp.async"),
     lockstep_defines=lanes_of_one_instruction,
     dtype="fp16",
 ), Rung(
@@ -55,6 +64,7 @@ RUNGS = (Rung(
     shared_of=lambda d: d["STAGES"] * (d["BM"] + d["BN"]) * d["BK"] * 2,
     summary="copies planned once, fragments one step ahead, 128 x 256 x 64 tiles in dynamic shared memory",
     header_defines=PRECISION,
+    needs=needs("mma.sync.m16n8k16 and cp.async"),
     lockstep_defines=ahead_tile_for,
     dtype="fp16",
     dynamic_shared=True,
