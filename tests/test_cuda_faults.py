@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kernelcourse.backends import cuda
+from kernelcourse.backends import cuda, cuda_errors
 
 pytestmark = [pytest.mark.cuda]
 
@@ -30,26 +30,26 @@ class RuntimeErrorOfCuPy(Exception):
                  "reported at some other API call"),                    # torch's, CUDA's text only
 ], ids=["runtime", "status", "driver", "torch"])
 def test_a_misaligned_vector_load_is_named_in_every_spelling(error):
-    known = cuda.cuda_error(error)
+    known = cuda_errors.cuda_error(error)
     assert known is not None and known.name == "cudaErrorMisalignedAddress" and known.sticky
     assert known.sentence.startswith(MISALIGNED)
 
 
 def test_every_error_has_its_own_code_name_text_and_sentence():
-    errors = cuda.CUDA_ERRORS
+    errors = cuda_errors.CUDA_ERRORS
     for field in ("code", "name", "text", "sentence"):
         assert len({getattr(e, field) for e in errors}) == len(errors), field
     for e in errors:
-        assert cuda.cuda_error(RuntimeErrorOfCuPy(e.code, "")) is e
-        assert cuda.cuda_error(f"{e.name}: {e.text}") is e
-        assert cuda.cuda_error(f"failed with {e.name}") is e           # its name alone, no text
-        assert cuda.cuda_error(f"CUDA error: {e.text}") is e
+        assert cuda_errors.cuda_error(RuntimeErrorOfCuPy(e.code, "")) is e
+        assert cuda_errors.cuda_error(f"{e.name}: {e.text}") is e
+        assert cuda_errors.cuda_error(f"failed with {e.name}") is e           # its name alone, no text
+        assert cuda_errors.cuda_error(f"CUDA error: {e.text}") is e
         lead = e.sentence.split(":")[0]                 # the sentence starts with CUDA's own words
         assert lead in e.text or lead.replace(" ", "") in e.name.lower(), e
-    assert cuda.cuda_error("CUDA error: an illegal memory access was encountered").sentence.startswith(
+    assert cuda_errors.cuda_error("CUDA error: an illegal memory access was encountered").sentence.startswith(
         "illegal memory access: ")
-    assert not cuda.cuda_error(RuntimeErrorOfCuPy(701, "")).sticky      # refused launch: the context lives
-    assert cuda.cuda_error(ValueError("shape mismatch")) is None
+    assert not cuda_errors.cuda_error(RuntimeErrorOfCuPy(701, "")).sticky      # refused launch: the context lives
+    assert cuda_errors.cuda_error(ValueError("shape mismatch")) is None
 
 
 class Backend:
@@ -57,35 +57,35 @@ class Backend:
 
     last_launch = "sgemm_regblock (grid (2, 2, 1), block (16, 16, 1))"
 
-    @cuda.named_faults
+    @cuda_errors.named_faults
     def synchronize(self, error=None):
         if error is not None:
             raise error
 
-    @cuda.named_faults
+    @cuda_errors.named_faults
     def to_device(self):
         return "copied"
 
 
 def test_a_sticky_error_is_named_once_and_then_every_call_says_the_context_is_lost(monkeypatch):
-    monkeypatch.setattr(cuda, "_lost", [])
+    monkeypatch.setattr(cuda_errors, "_lost", [])
     backend = Backend()
     with pytest.raises(ValueError, match="not CUDA's"):         # anything else passes through as it is
         backend.synchronize(ValueError("not CUDA's"))
-    with pytest.raises(cuda.GpuFault) as refused:                # not sticky: named, and the context lives
+    with pytest.raises(cuda_errors.GpuFault) as refused:         # not sticky: named, and the context lives
         backend.synchronize(RuntimeErrorOfCuPy(701, "cudaErrorLaunchOutOfResources: too many"))
     assert str(refused.value).startswith("too many resources requested for launch: ")
-    assert backend.to_device() == "copied" and cuda._lost == []
-    with pytest.raises(cuda.GpuFault) as fault:
+    assert backend.to_device() == "copied" and cuda_errors._lost == []
+    with pytest.raises(cuda_errors.GpuFault) as fault:
         backend.synchronize(RuntimeErrorOfCuPy(716, "cudaErrorMisalignedAddress: misaligned address"))
     said = str(fault.value)
     assert said.startswith(f"{MISALIGNED} (a float4 needs 16-byte alignment")
     assert "(cudaErrorMisalignedAddress); raised by the first CUDA call after sgemm_regblock (grid" in said
-    assert "The error is sticky" in said and cuda._lost == [said.split(". The error is sticky")[0]]
-    with pytest.raises(cuda.GpuFault) as later:
+    assert "The error is sticky" in said and cuda_errors._lost == [said.split(". The error is sticky")[0]]
+    with pytest.raises(cuda_errors.GpuFault) as later:
         backend.to_device()
     assert str(later.value) == ("no CUDA call can run in this process any more: its GPU context was "
-                                f"lost to an earlier error: {cuda._lost[0]}")
+                                f"lost to an earlier error: {cuda_errors._lost[0]}")
 
 
 def child(monkeypatch, script: str):
@@ -106,11 +106,11 @@ def test_the_childs_answer_comes_back_through_the_pipes(monkeypatch):
 
 def test_a_child_that_hangs_is_stopped_and_one_that_dies_is_reported(monkeypatch):
     hang = child(monkeypatch, "import sys, time; sys.stdin.buffer.read(8); time.sleep(600)")
-    with pytest.raises(cuda.GpuFault, match=r"^hang: k \(grid \(1,\)\) did not finish within 0.5 s"):
+    with pytest.raises(cuda_errors.GpuFault, match=r"^hang: k \(grid \(1,\)\) did not finish within 0.5 s"):
         hang.run({"allocations": []}, 0.5, "k (grid (1,))")
     assert hang.process.returncode == -9                               # killed, not left behind
     dead = child(monkeypatch, "import sys; sys.exit(3)")
-    with pytest.raises(cuda.GpuFault, match=r"ended without an answer \(exit code 3\)"):
+    with pytest.raises(cuda_errors.GpuFault, match=r"ended without an answer \(exit code 3\)"):
         dead.run({"allocations": []}, 60, "k (grid (1,))")
 
 
@@ -118,7 +118,7 @@ def test_the_real_child_answers_a_job_it_cannot_run_with_its_error_or_dies_sayin
     launcher = cuda._LaunchChild()
     job = {"module": "no-such.cubin", "kernel": "k", "shared_mem": 0, "allocations": [], "args": []}
     if importlib.util.find_spec("cupy") is None:          # a CPU machine: it dies at `import cupy`
-        with pytest.raises(cuda.GpuFault, match=r"ended without an answer \(exit code 1\)"):
+        with pytest.raises(cuda_errors.GpuFault, match=r"ended without an answer \(exit code 1\)"):
             launcher.run(job, 60, "k")
         return
     reply = launcher.run(job, 60, "k")

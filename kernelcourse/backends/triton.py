@@ -39,7 +39,7 @@ from ..device import Device, detect
 from ..gemm import bf16_bits
 from . import interpreted
 from .base import STORAGE, Backend, WallClockEvent
-from .cuda import named_faults
+from .cuda_errors import named_faults
 
 
 def fp32_precision(dtype: str) -> str:

@@ -120,8 +120,8 @@ def gemm(job: dict, channel: Sender) -> None:
 def _context_lost() -> bool:
     """Whether a sticky GPU error took this process's context (only the cuda backend, or a
     Triton kernel on an NVIDIA GPU, can lose one; the cpu backend and the interpreter never)."""
-    cuda = sys.modules.get("kernelcourse.backends.cuda")
-    return cuda is not None and cuda.context_lost() is not None
+    errors = sys.modules.get("kernelcourse.backends.cuda_errors")      # loaded by both
+    return errors is not None and errors.context_lost() is not None
 
 
 # ----------------------------------------------------------------------- functions

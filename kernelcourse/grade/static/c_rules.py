@@ -23,8 +23,10 @@ BLAS); GRADING.md says so.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import Refused
 
@@ -179,6 +181,20 @@ def check_spelling(text: str, filename: str) -> None:
 COURSE_HEADERS = tuple(f'"{name}"' for name in ("portable.h", "load4.h", "mma.h", "hopper.h"))
 
 
+@functools.cache
+def header_names() -> frozenset[str]:
+    """Every identifier the code of the headers compiled into a kernel uses (the launch code,
+    cpu_launch.h and cpu_schedule.h, is an object of its own): a macro of that name, defined
+    in a kernel file, would change what a header's own macro becomes where it expands there
+    (__shared__'s `section`, KC_DYNAMIC_SHARED's `dynamic_shared`)."""
+    from ...source import KERNEL_INCLUDE_DIR
+    names = set()
+    for header in Path(KERNEL_INCLUDE_DIR).rglob("*.h"):
+        if header.name not in ("cpu_launch.h", "cpu_schedule.h"):
+            names |= set(re.findall(r"\b[A-Za-z_]\w*\b", blanked(header.read_text(errors="replace"))))
+    return frozenset(names)
+
+
 def check_c_source(text: str, filename: str) -> None:
     """Raise Refused for the first rule the kernel's source breaks, with its line."""
     check_spelling(text, filename)
@@ -194,9 +210,9 @@ def check_c_source(text: str, filename: str) -> None:
         if directive.name == "include" and directive.rest not in COURSE_HEADERS:
             refuse(directive.start, "includes a header other than the course's own ("
                                     + ", ".join(COURSE_HEADERS) + ")")
-        if directive.name in ("define", "undef") and (name := re.match(r"\w*", directive.rest).group(0)) \
-                and re.match(r"__|_[A-Z]|KC_|kc_", name):
-            refuse(directive.start, f"has a #{directive.name} of {name}: names that begin with __, _ and a capital, "
+        defined = re.match(r"\w*", directive.rest).group(0) if directive.name in ("define", "undef") else ""
+        if defined and re.match(r"__|_[A-Z]|KC_|kc_", defined):
+            refuse(directive.start, f"has a #{directive.name} of {defined}: names that begin with __, _ and a capital, "
                                     "KC_ or kc_ are the compiler's and the course headers' (their macros, "
                                     "which the check relies on); name it otherwise")
         if directive.name == "pragma" and not re.match(r"unroll\b", directive.rest):
@@ -218,6 +234,14 @@ def check_c_source(text: str, filename: str) -> None:
     for pattern, what in CODE_RULES:
         if match := re.search(pattern, code):
             refuse(match.start(), what)
+    # Last, after the headers: a macro named for a word of theirs would change their macros
+    # where those expand in this file.
+    for directive in found:
+        defined = re.match(r"\w*", directive.rest).group(0) if directive.name in ("define", "undef") else ""
+        if defined in header_names():
+            refuse(directive.start, f"has a #{directive.name} of {defined}, a name the course headers use: "
+                                    "their macros would change where they expand in this file; name it "
+                                    "otherwise")
 
 
 # ------------------------------------------------------------------- the object's imports
