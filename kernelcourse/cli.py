@@ -7,6 +7,9 @@
                     on its own, to show the harness measures what everyone else measures
   resources         compile every rung of the ladder for sm_90 and gfx90a (no GPU needed)
                     and keep the register / shared-memory / spill report in results/
+  support           the support matrix: every rung of every lab on each GPU architecture,
+                    refused or compiled here (results/support-matrix.json, the tables of
+                    SETUP.md and README.md)
 """
 from __future__ import annotations
 
@@ -58,6 +61,11 @@ def doctor() -> int:
         print(f"\nDevice: {device.describe()}")
         for vendor, why in device.why_not.items():
             print(f"  not {vendor}: {why}")
+        if device.is_gpu:
+            from .support import RESULT, column
+            print(f"\nThis GPU's column of {RESULT.relative_to(REPO)} (compiled there, not run; "
+                  "each lab checks before it launches):")
+            print("\n".join("  " + line for line in column(device.arch)))
     print("\nBackends and compilers:")
     for name, check, fix in _checks(device):
         try:
@@ -206,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     lib = sub.add_parser("bench-library", help="check the harness's timing against torch.matmul")
     lib.add_argument("--size", type=int, default=4096)
     sub.add_parser("resources", help="compile-only resource report of every rung, kept in results/")
+    sub.add_parser("support", help="the support matrix, kept in results/ and drawn in SETUP.md and README.md")
     prof = sub.add_parser("profile", help="Nsight Compute counters of every rung, kept in results/")
     prof.add_argument("--size", type=int, default=4096)
     prof.add_argument("--ladder", choices=("fp32", "fp16", "hopper"), default="fp32",
@@ -217,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_lab(args.lab, args.backend, args.size)
     if args.command == "resources":
         return resources()
+    if args.command == "support":
+        from . import support
+        for path in support.write(support.build()):
+            print(f"wrote {path.relative_to(REPO)}")
+        return 0
     if args.command == "profile":
         from .profile import main as profile
         return profile(["--size", str(args.size), "--ladder", args.ladder])

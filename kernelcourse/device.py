@@ -31,6 +31,7 @@ class Device:
     lockstep_width: int = 1        # warp (32) or wavefront (64)
     multiprocessors: int = 0       # SMs (NVIDIA) or CUs (AMD)
     l2_bytes: int = 0
+    shared_per_block: int = 0      # bytes of shared memory (LDS) a block may have; 0: not asked
     why_not: dict = field(default_factory=dict, compare=False)  # vendor -> what ruled it out
 
     @property
@@ -71,8 +72,11 @@ def _nvidia() -> Device:
         raise RuntimeError("no CUDA device")
     p = rt.getDeviceProperties(0)
     name = p["name"].decode() if isinstance(p["name"], bytes) else p["name"]
+    # a block's shared memory past 48 KB is opted into, up to this (227 KB on sm_90)
+    shared = p.get("sharedMemPerBlockOptin") or \
+        cupy.cuda.Device(0).attributes["MaxSharedMemoryPerBlockOptin"]
     return Device("nvidia", name, f"sm_{p['major']}{p['minor']}", p["warpSize"],
-                  p["multiProcessorCount"], p["l2CacheSize"])
+                  p["multiProcessorCount"], p["l2CacheSize"], int(shared))
 
 
 def _amd() -> Device:

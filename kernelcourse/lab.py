@@ -92,13 +92,22 @@ class LabRun:
             found.append(rung.triton_impl(self.triton))
         return found
 
-    def require(self, rungs) -> None:
-        """Stop the lab with one line where its C backend's GPU cannot run these rungs (an
-        NVIDIA GPU before sm_80 for mma.sync, an AMD one without MFMA), saying what can."""
-        why = next((w for r in rungs if self.c is not None and (w := r.refusal(self.c.device))), None)
-        if why:
+    def runnable(self, rungs) -> list:
+        """The rungs this run's C backend can run; each other one is skipped with its reason in
+        one line (an NVIDIA GPU before sm_80 for mma.sync, an AMD one without MFMA, a tile
+        whose shared memory a block on this GPU cannot have), and the lab goes on with the
+        rest. Where none is left, the lab stops with one line saying what runs them."""
+        device = self.c.device if self.c is not None else None
+        kept, why = [], None
+        for rung in rungs:
+            if device is not None and (why := rung.refusal(device)):
+                print(f"{rung.name}: skipped: {why}")
+            else:
+                kept.append(rung)
+        if rungs and not kept:
             raise SystemExit(f"{why}: this lab stops here; BACKEND=cpu runs it on the cpu backend "
                              "(CPU emulation)")
+        return kept
 
     def c_impl(self, rung, **defines) -> GemmImpl | None:
         """The rung's C kernel on this run's C backend, or None, with the reason printed, where

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import targets
 from .backends.base import ceil_div
 from .device import lockstep_width
 from .gemm import Suite
@@ -80,9 +81,10 @@ class Rung:
     # 'a': the kernel uses instructions of one architecture alone (sm_90a: wgmma, TMA), so it
     # is reported for sm_90a only; its lab's c_impl builds it for that target (lab 08's).
     arch_suffix: str = ""
-    # What its instructions need of a GPU, per vendor: ("sm_80", why) is a minimum NVIDIA
-    # architecture; ("mfma", why) an AMD GPU with MFMA (CDNA: gfx908, gfx90a, gfx94x, gfx95x).
-    # Another GPU is refused by name before anything is compiled (the cpu backend runs all).
+    # What its instructions need of a GPU, per vendor: (feature, why), a feature being one of
+    # kernelcourse/targets.py's FEATURES ('mma.sync': sm_80 or newer; 'mfma': AMD CDNA;
+    # 'wgmma': sm_90a). Another GPU is refused by name before anything is compiled (the cpu
+    # backend runs all), as is a build whose shared memory one block there cannot have.
     needs: dict = field(default_factory=dict)
     # The defaults: the file's own, then the headers'. Read from `source` when the rung is
     # declared, and kept when the rung is built from another file (with_files).
@@ -127,20 +129,33 @@ class Rung:
         follows = self.lockstep_defines(lockstep) if self.lockstep_defines else {}
         return Build(self, self.config(**{**follows, **defines}), lockstep, bool(defines))
 
-    def refusal(self, device) -> str | None:
-        """Why this rung's kernel cannot run on `device` (None: it can, or it is no GPU)."""
-        if not device.is_gpu or device.vendor not in self.needs:
+    def refusal(self, device, **defines) -> str | None:
+        """Why this rung's kernel, built with `defines` for `device`, cannot run there (None: it
+        can, or `device` is no GPU: the cpu backend runs every rung): an instruction family the
+        GPU lacks (`needs`, kernelcourse/targets.py), or more shared memory than one block may
+        have there (the runtime's limit, else the architecture's)."""
+        found = self.refusal_reason(device, **defines)
+        return found and found[1]
+
+    def refusal_reason(self, device, **defines) -> tuple[str, str] | None:
+        """refusal() as (what is missing in a word or two, the sentence): ('wgmma', ...),
+        ('shared memory', ...); None where it runs."""
+        if not device.is_gpu:
             return None
-        need, why = self.needs[device.vendor]
-        arch = device.arch or ""
-        if need == "mfma":
-            fits = arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95"))
-        else:                                             # "sm_80": at least that architecture
-            fits = arch.startswith("sm_") and int(arch[3:].rstrip("af")) >= int(need[3:])
-        if fits:
-            return None
-        wanted = "an AMD GPU with MFMA (CDNA)" if need == "mfma" else f"{need} or newer"
-        return f"{self.name} needs {wanted} for {why}; this GPU, {device.name}, is {arch}"
+        arch = device.arch or "an architecture the course does not know"
+        if device.vendor in self.needs:
+            feature, why = self.needs[device.vendor]
+            if feature not in targets.features(device.arch):
+                return feature, (f"{self.name} needs {targets.FEATURES[feature]} for {why}; this "
+                                 f"GPU, {device.name}, is {arch}")
+        build = self.build(device.lockstep_width, **defines)
+        limit = targets.shared_of(device)
+        if limit and build.shared_bytes > limit:
+            tile = ", ".join(f"{k}={v}" for k, v in build.defines.items())
+            return "shared memory", (f"{self.name} with {tile} needs {build.shared_bytes} B of "
+                                     f"shared memory a block; this GPU, {device.name} ({arch}), "
+                                     f"allows {limit} B")
+        return None
 
     def c_impl(self, backend, **defines) -> GemmImpl:
         """The C kernel on a cuda, hip or cpu backend, compiled now (once) with these defines
@@ -148,7 +163,7 @@ class Rung:
         a call on a C too small for the default compiles it too (once) and runs it. A GPU the
         rung's instructions do not run on is refused first (NotImplementedError, the reason)."""
         device = backend.device
-        if why := self.refusal(device):
+        if why := self.refusal(device, **defines):
             raise NotImplementedError(why)
         build = self.build(device.lockstep_width, **defines)
         kernel = backend.compile(self.source, self.kernel, build.defines)

@@ -99,6 +99,14 @@ for step in $steps; do
     done
     grep -E '^JOBS|same grades' "$log" > "results/grade-01-$device/runs.txt"
   fi
+  if [ "$step" = grade-04 ]; then       # exercise 04's grades, each student's line of the log
+    mkdir -p "results/grade-04-$device"
+    cp build/grade-04/grades.csv "results/grade-04-$device/grades.csv" 2>/dev/null
+    cp build/grade-04/students/solution/results.json "results/grade-04-$device/solution-results.json" 2>/dev/null
+    { echo "scripts/gpu_checks.sh grade-04 on $device, $(date -u +%FT%TZ): GRADE_SEED=20261202, --jobs 1,"\
+           "--test-time-limit 120"; grep -E '^  (probe|solution|stub|variant|cheat)|graded in' "$log"; } \
+      > "results/grade-04-$device/runs.txt"
+  fi
   if [ "$step" = check-sanitize ]; then
     { echo "make check EX=01 on exercise 01's reads_past_inputs variant (tests/exercise_variants.py),"\
            "plain then SANITIZE=1, on $device, $(date -u +%FT%TZ)"; cat "$log"; } > "results/check-sanitize-$device.txt"

@@ -10,6 +10,7 @@ import pytest
 
 import exercise_variants as variants
 from kernelcourse import rungs
+from kernelcourse.backends import get_backend
 from kernelcourse.verify import verify
 from test_exercises import REPO, case_block, run_check, snapshot
 
@@ -60,6 +61,24 @@ def test_every_shape_of_the_suites_is_one_tma_describes():
     for test in spec.load(EXERCISE_04).tests:
         shapes += [s for c in test.classes() for s in (*c.cpu, *c.gpu)]
     assert shapes and all(s.N % 8 == 0 and s.K % 8 == 0 for s in shapes), shapes
+
+
+def test_every_grading_class_but_tiny_wraps_a_block_s_ring_on_the_cpu_backend():
+    """A hazard of the ring (a stage released before its wgmma retired, a parity wrong from
+    the second lap) shows only where a block uses a stage twice: more K slices than STAGES
+    over its tiles. Each class but tiny (one slice) has such a CPU shape, so that a racy
+    pipeline loses those classes on the cpu backend, where the race shows on every run."""
+    from kernelcourse.grade import spec
+    rung = rungs.RUNG["wgmma_persistent"]
+    d = rung.config(**rung.grid_defines(get_backend("cpu").device))
+
+    def slices_of_block_0(shape):
+        tiles = -(-shape.M // d["BM"]) * -(-shape.N // d["BN"])
+        return -(-tiles // min(d["BLOCKS"], tiles)) * -(-shape.K // d["BK"])
+    for test in spec.load(EXERCISE_04).tests:
+        for c in test.classes():
+            wraps = [s for s in c.cpu if slices_of_block_0(s) > d["STAGES"]]
+            assert (wraps == []) == (c.name == "tiny"), (c.name, [slices_of_block_0(s) for s in c.cpu])
 
 
 def test_a_shape_tma_cannot_describe_is_refused_not_run_by_another_kernel():

@@ -158,3 +158,13 @@ def test_in_place_a_sticky_error_is_named_and_every_later_call_says_the_context_
     lost = "its GPU context was lost to an earlier error: " + MISALIGNED
     assert second.startswith("second: GpuFault: no CUDA call can run") and lost in second, done.stdout
     assert torch.startswith("torch: GpuFault: ") and lost in torch, done.stdout
+
+
+def test_the_runtime_s_shared_memory_limit_is_the_one_the_support_matrix_assumes(cuda_backend):
+    """detect() asks the driver how much shared memory a block may opt into; the support
+    matrix and every rung's refusal use kernelcourse/targets.py's table where no GPU is
+    asked, so on a GPU of a listed architecture the two must agree (232448 B on sm_90)."""
+    from kernelcourse import targets
+    device = cuda_backend.device
+    assert device.shared_per_block > 48 * 1024, device
+    assert device.shared_per_block == targets.shared_limit(device.arch), device

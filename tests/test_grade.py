@@ -154,6 +154,12 @@ def test_04_the_pipeline_is_graded_in_fp16_on_shapes_tma_describes(graded04):
     for name, phrase in says.items():
         text = graded04.text(f"variant_{name}")
         assert graded04.score(f"variant_{name}") < 10 and phrase in text, text
+    # a pipeline hazard shows once a block's ring wraps, which every class's shapes do but
+    # tiny's (one slice): such a pipeline earns tiny's point at most, never the rest
+    from kernelcourse.grade import spec
+    tiny = spec.load(REPO / "exercises" / "04-hopper-pipeline").tests[0].points["tiny"]
+    for name in ("never_released", "full_parity_flipped", "released_before_retired"):
+        assert graded04.score(f"variant_{name}") <= tiny, graded04.text(f"variant_{name}")
     assert "tolerance 2e-03" in graded04.text("variant_a_box_at_the_wrong_corner")   # fp16's, not fp32's
 
 

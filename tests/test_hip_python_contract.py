@@ -95,7 +95,7 @@ def test_detection_reaches_the_property_call_and_reads_every_field(contract):
     assert calls(contract, "hipGetDeviceProperties") == [{"device": "0"}]
     assert contract["device"] == {"vendor": "amd", "name": "AMD Instinct MI250X", "arch": "gfx90a",
                                   "lockstep_width": 64, "multiprocessors": 110,
-                                  "l2_bytes": 8 << 20}
+                                  "l2_bytes": 8 << 20, "shared_per_block": 64 << 10}
 
 
 def test_copies_pass_destination_source_size_and_direction(contract):

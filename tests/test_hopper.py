@@ -86,8 +86,13 @@ def test_the_hip_backend_refuses_it_by_name(rung):
     backend runs these rungs: tests/test_hopper_cpu.py)."""
     hip = HipBackend.__new__(HipBackend)              # its device, without a GPU's runtime
     hip.device = Device("amd", "AMD Instinct MI300X", "gfx942", lockstep_width=64, multiprocessors=304)
-    with pytest.raises(NotImplementedError, match="sm_90a.*has no AMD counterpart"):
+    with pytest.raises(NotImplementedError, match=r"needs sm_90 \(Hopper\), built for sm_90a for wgmma "
+                                                  r"and TMA, which AMD GPUs do not have .* is gfx942"):
         rung.c_impl(hip)
+    b200 = HipBackend.__new__(HipBackend)            # (any backend object: the rung asks its device)
+    b200.device = Device("nvidia", "NVIDIA B200", "sm_100", 32, 148)
+    with pytest.raises(NotImplementedError, match=r"this GPU, NVIDIA B200, is sm_100"):
+        rung.c_impl(b200)
 
 
 # --------------------------------------------------------------------------- on the GPU

@@ -117,13 +117,23 @@ def test_a_matrix_core_rung_is_refused_by_name_on_a_gpu_without_its_instructions
                 rung.c_impl(backend)
 
 
-def test_a_lab_whose_rungs_this_gpu_cannot_run_stops_with_one_line():
-    """Lab 07 on a T4: the lab stops before its first cell that builds, with the rung's
-    reason and the backend that runs it (the cpu backend runs every rung)."""
+def test_a_lab_skips_each_rung_this_gpu_cannot_run_and_stops_only_when_none_is_left(capsys):
+    """Lab 07 on an RTX 3090 (sm_86: 99 KB of shared memory a block) runs mma_tiles and
+    mma_pipeline and skips mma_ahead, whose 144 KB of stages do not fit, in one line with the
+    limit; on a T4 no rung is left, and the lab stops before its first cell that builds, with
+    the reason and the backend that runs it (the cpu backend runs every rung)."""
     from types import SimpleNamespace
+    ampere = SimpleNamespace(device=Device("nvidia", "NVIDIA GeForce RTX 3090", "sm_86", 32, 82,
+                                           shared_per_block=101376))
+    kept = lab.LabRun("auto", 4096, ampere, None).runnable(rungs.of_lab("07"))
+    assert [r.name for r in kept] == ["mma_tiles", "mma_pipeline"]
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 1 and said[0].startswith("mma_ahead: skipped: mma_ahead with ") and \
+        said[0].endswith("needs 147456 B of shared memory a block; this GPU, NVIDIA GeForce RTX 3090 "
+                         "(sm_86), allows 101376 B"), said
     t4 = SimpleNamespace(device=Device("nvidia", "Tesla T4", "sm_75", 32, 40))
-    with pytest.raises(SystemExit, match=r"mma_tiles needs sm_80 or newer .* this GPU, Tesla T4, is sm_75: "
+    with pytest.raises(SystemExit, match=r"mma_ahead needs sm_80 or newer .* this GPU, Tesla T4, is sm_75: "
                                          r"this lab stops here; BACKEND=cpu runs it"):
-        lab.LabRun("auto", 4096, t4, None).require(rungs.of_lab("07"))
+        lab.LabRun("auto", 4096, t4, None).runnable(rungs.of_lab("07"))
     cpu = SimpleNamespace(device=Device("cpu", "CPU"))
-    lab.LabRun("cpu", 128, cpu, None).require(rungs.of_lab("07"))      # runs on: no exit
+    assert lab.LabRun("cpu", 128, cpu, None).runnable(rungs.of_lab("07")) == list(rungs.of_lab("07"))

@@ -105,8 +105,8 @@ class CudaBackend(CBackend):
         module, path = module
         function = module.get_function(kernel_name)
         # Past 48 KB a kernel must be allowed its dynamic shared memory first, up to the
-        # device's opt-in limit (227 KB on sm_90).
-        limit = self.cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        # device's opt-in limit (227 KB on sm_90), which detect() asked the runtime for.
+        limit = self.device.shared_per_block
 
         @named_faults
         def launch(self, grid, block, args, shared_mem):

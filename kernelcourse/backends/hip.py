@@ -20,8 +20,7 @@ from .base import AddressBackend, DeviceArray, host_array, require_gpu, widened
 from .compile_only import hip_compile
 from .hip_python import bindings
 from .status import checked
-
-LDS_BYTES = 64 * 1024      # shared memory (LDS) a workgroup may use on CDNA (gfx908 .. gfx942)
+from ..targets import shared_of
 
 
 def pack_launch_buffer(values) -> bytes:
@@ -96,10 +95,12 @@ class HipBackend(AddressBackend):
         function = checked(hip.hipModuleGetFunction(module, kernel_name.encode()),
                             f"hipModuleGetFunction({kernel_name})")
 
+        limit = shared_of(self.device)          # the runtime's (64 KB on CDNA 1-3, RDNA)
+
         def launch(grid, block, args, shared_mem):
-            if shared_mem > LDS_BYTES:
-                raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; an AMD "
-                                 f"workgroup's LDS holds at most {LDS_BYTES} B")
+            if shared_mem > limit:
+                raise ValueError(f"{kernel_name}: {shared_mem} B of dynamic shared memory; this "
+                                 f"GPU's LDS holds at most {limit} B a workgroup")
             values = [np.uint64(a.pointer) if isinstance(a, DeviceArray) else a for a in args]
             packed = pack_launch_buffer(values)
             arguments = (ctypes.c_char * len(packed)).from_buffer_copy(packed)

@@ -73,7 +73,8 @@ class Bindings:
                 "arch": _text(props.gcnArchName).split(":")[0],  # 'gfx90a:sramecc+:xnack-'
                 "lockstep_width": int(props.warpSize),
                 "multiprocessors": int(props.multiProcessorCount),
-                "l2_bytes": int(props.l2CacheSize)}
+                "l2_bytes": int(props.l2CacheSize),
+                "shared_per_block": int(props.sharedMemPerBlock)}
 
 
 def _text(value) -> str:

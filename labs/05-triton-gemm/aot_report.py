@@ -16,7 +16,11 @@ import triton
 from kernelcourse.backends import interpreted
 from kernelcourse.backends.compile_only import triton_compile_many
 
-from configs import AMD_CONFIGS, NVIDIA_CONFIGS, TMA_CONFIGS, config_name
+from kernelcourse import targets
+from kernelcourse.support import usage_fields
+
+from configs import AMD_CONFIGS, NVIDIA_CONFIGS, TMA_CONFIGS, config_name, configs_for, usable
+from dispatch import tma_unavailable
 from gemm_kernels import matmul_kernel, matmul_tma_kernel
 from triton_gemm import MODES
 
@@ -53,8 +57,8 @@ def compile_job(cfg: triton.Config, dtype: str, target: str) -> dict:
                 num_stages=cfg.num_stages, attrs=attrs, options=options)
 
 
-def tma_compile_job(cfg: triton.Config, dtype: str) -> dict:
-    """The arguments of compile_only.triton_compile for one TMA candidate on sm_90.
+def tma_compile_job(cfg: triton.Config, dtype: str, target: str = "sm_90") -> dict:
+    """The arguments of compile_only.triton_compile for one TMA candidate on `target`.
 
     A host-side TensorDescriptor argument has the Triton type 'tensordesc<fp16[128,
     64]>' (element type and block shape; base, shape and strides arrive at launch).
@@ -68,8 +72,33 @@ def tma_compile_job(cfg: triton.Config, dtype: str) -> dict:
     signature.update({name: "constexpr" for name in constexprs})
     attrs = {(i,): [["tt.divisibility", 16]]
              for i, name in enumerate(matmul_tma_kernel.arg_names) if name in ("M", "N", "K")}
-    return dict(signature=signature, constexprs=constexprs, target="sm_90",
+    return dict(signature=signature, constexprs=constexprs, target=target,
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, attrs=attrs, options={})
+
+
+def support(archs: list[str]) -> list[dict]:
+    """This lab's cells of the support matrix (kernelcourse/support.py), fp16 operands: the
+    masked kernel with its first candidate that fits the architecture's shared memory, and
+    the TMA kernel with its first candidate where dispatch.tma_unavailable allows it."""
+    fp16 = MODES["fp16"][0]
+    masked, tma, cells = [], [], []
+    for arch in archs:
+        vendor = targets.BY_ARCH[arch].vendor
+        fits = usable(configs_for(vendor), 2, "ieee", vendor, targets.shared_limit(arch))
+        masked.append((arch, fits[0]))
+        if why := tma_unavailable(arch, fp16):
+            cells.append({"rung": "tma", "kind": "triton", "target": arch, "status": "refused",
+                          "missing": "shared memory" if "tma" in targets.features(arch) else "tma",
+                          "why": why})
+        else:
+            tma.append((arch, TMA_CONFIGS[0]))
+    for kernel, name, picks, job in ((matmul_kernel, "masked", masked, compile_job),
+                                     (matmul_tma_kernel, "tma", tma, tma_compile_job)):
+        builds = triton_compile_many(kernel, [job(cfg, "fp16", arch) for arch, cfg in picks])
+        cells += [{"rung": name, "kind": "triton", "target": arch, "status": "compiled",
+                   "compiled_for": arch, "config": config_name(cfg), **usage_fields(b.resources)}
+                  for (arch, cfg), b in zip(picks, builds)]
+    return cells
 
 
 

@@ -48,7 +48,10 @@ run = lab.start(gpu_size=4096, cpu_size=128, kinds=("c",))   # no Triton twin: C
 backend, device = run.c, run.device
 MMA_TILES, MMA_PIPELINE, MMA_AHEAD = rungs.of_lab("07")          # this lab's rungs.py
 print(run.describe())
-run.require(rungs.of_lab("07"))     # sm_80 or newer, or an AMD GPU with MFMA: else one line
+# The rungs this GPU can run: mma.sync needs sm_80 or newer, MFMA an AMD CDNA GPU, and
+# mma_ahead's 144 KB of stages a GPU whose blocks may have that much (not sm_86/89/120's
+# 99 KB). Each other rung is skipped with its reason in one line; none left stops the lab.
+ladder = run.runnable(rungs.of_lab("07"))
 
 # %% [markdown]
 # ## 1. The kernels
@@ -59,7 +62,7 @@ run.require(rungs.of_lab("07"))     # sm_80 or newer, or an AMD GPU with MFMA: e
 # 64 KB a workgroup, four on a 128 x 128 x 32 tile).
 
 # %%
-for rung in rungs.of_lab("07"):
+for rung in ladder:
     print(f"{rung.name}: {rung.summary}")
     print(run.build(rung).describe(1000, 1000, device.multiprocessors), end="\n\n")
 
@@ -75,7 +78,7 @@ for rung in rungs.of_lab("07"):
 # %%
 # bf16 on the matrix cores needs gfx90a or later on AMD (mma.h stops a gfx908 build)
 precisions = ({},) if device.arch == "gfx908" else ({}, {"KC_BF16": 1})
-builds = [(rung, precision) for rung in rungs.of_lab("07") for precision in precisions]
+builds = [(rung, precision) for rung in ladder for precision in precisions]
 reports = [run.check(rung.c_impl(backend, **precision), rung) for rung, precision in builds]
 assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verification"
 
@@ -87,7 +90,7 @@ assert reports and all(r.passed for r in reports), "a lab 07 kernel failed verif
 # 64 x 32 half as many. Each in fp16 and in bf16; nothing may spill.
 
 # %%
-for rung in rungs.of_lab("07"):
+for rung in ladder:
     run.resources(rung, variants=precisions)
 
 # %% [markdown]
@@ -101,13 +104,13 @@ for rung in rungs.of_lab("07"):
 # at a toy size, labelled as such.
 
 # %%
-found = [rung.c_impl(backend) for rung in rungs.of_lab("07")]
-if device.vendor == "nvidia":     # on AMD mma_ahead's default is already 128 x 128 x 32
+found = [rung.c_impl(backend) for rung in ladder]
+if device.vendor == "nvidia" and MMA_AHEAD in ladder:   # on AMD its default is 128 x 128 x 32
     found[-1:-1] = [MMA_AHEAD.c_impl(backend, BN=128, WN=32, BK=32),
                     MMA_AHEAD.c_impl(backend, BK=32)]
 sizes = sorted({run.size, 8192})
 timings = run.timed(found, "fp16", sizes, warmup=5, repeats=20)
-bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (MMA_PIPELINE, MMA_AHEAD)]
+bf16_found = [rung.c_impl(backend, KC_BF16=1) for rung in (MMA_PIPELINE, MMA_AHEAD) if rung in ladder]
 try:                                      # bf16: the two copying rungs against the library's bf16
     timings += run.timed(bf16_found, "bf16", sizes, warmup=5, repeats=20)
 except ValueError as why:                 # a library without a bf16 GEMM on this device

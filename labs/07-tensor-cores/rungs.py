@@ -14,7 +14,7 @@ def needs(nvidia: str) -> dict:
     """What these kernels need of a GPU: on NVIDIA sm_80 (mma.sync's m16n8k16 shape in fp16
     and bf16 came with Ampere; ptxas refuses it for sm_75), for `nvidia`'s instructions; on
     AMD, MFMA (CDNA's matrix cores: RDNA has WMMA instead, over 32-wide waves)."""
-    return {"nvidia": ("sm_80", nvidia), "amd": ("mfma", "its matrix-core instructions (MFMA)")}
+    return {"nvidia": ("mma.sync", nvidia), "amd": ("mfma", "its matrix-core instructions (MFMA)")}
 
 
 def lanes_of_one_instruction(width: int) -> dict:

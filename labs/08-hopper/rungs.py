@@ -105,6 +105,8 @@ class TmaRung(Rung):
 
     def c_impl(self, backend, **defines) -> GemmImpl:
         defines = {**self.grid_defines(backend.device), **defines}
+        if why := self.refusal(backend.device, **defines):
+            raise NotImplementedError(why)
         build = self.build(backend.device.lockstep_width, **defines)
         d = build.defines
         kernel = backend.compile(self.source, self.kernel, d, arch_suffix=self.arch_suffix)
@@ -131,13 +133,19 @@ class TmaRung(Rung):
         return GemmImpl(build.label(backend.name), backend, run, build.dtype)
 
 
+# wgmma exists on sm_90a alone (Blackwell's tensor cores take tcgen05); CDNA multiplies from
+# LDS with MFMA and has no tensor copy engine.
+HOPPER_ONLY = {"nvidia": ("wgmma", "wgmma and TMA"),
+               "amd": ("wgmma", "wgmma and TMA, which AMD GPUs do not have (CDNA: MFMA from LDS)")}
+
+
 def hopper_rung(name: str, geometry, shared_of, summary: str, **more) -> TmaRung:
     """A rung of this lab: labs/08-hopper/<name>.cu, kernel hgemm_<name>, fp16 (bf16 with
     KC_BF16=1), built for sm_90a, no Triton twin (Triton does this itself: lab 05)."""
     return TmaRung(name=name, source=HERE / f"{name}.cu", kernel=f"hgemm_{name}", geometry=geometry,
                    twin=None, intensity_of=lambda d: gemm.intensity_blocked(d["BM"], d["BN"], b=2),
                    shared_of=shared_of, summary=summary, header_defines=PRECISION, dtype="fp16",
-                   arch_suffix="a", **more)
+                   arch_suffix="a", needs=HOPPER_ONLY, **more)
 
 
 RUNGS = (

@@ -20,7 +20,8 @@ KERNEL = Path(__file__).resolve().parent.parent / "kernels" / "mixed_args.cu"
 # What the stub's hipGetDeviceProperties reports: an MI250X-like GPU that Debian's ROCm 5.2
 # hiprtc can compile for (gfx90a).
 PROPERTIES = {"name": "AMD Instinct MI250X", "gcnArchName": "gfx90a:sramecc+:xnack-",
-              "warpSize": 64, "multiProcessorCount": 110, "l2CacheSize": 8 << 20}
+              "warpSize": 64, "multiProcessorCount": 110, "l2CacheSize": 8 << 20,
+              "sharedMemPerBlock": 64 << 10}
 
 
 def properties_image(hip):
@@ -71,7 +72,7 @@ def main():
     from kernelcourse.device import detect
     device = detect()
     facts["device"] = {k: getattr(device, k) for k in ("vendor", "name", "arch", "lockstep_width",
-                                                       "multiprocessors", "l2_bytes")}
+                                                       "multiprocessors", "l2_bytes", "shared_per_block")}
     backend = HipBackend()
 
     # Copies: the stub's memory is host memory, so a round trip must give the data back.

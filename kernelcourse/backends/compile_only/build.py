@@ -43,6 +43,11 @@ class CompileError(RuntimeError):
         super().__init__(f"{filename} failed to compile for {target}:\n{log.rstrip()}")
 
 
+class TargetUnknown(CompileError):
+    """The compiler is here but does not build for this GPU (too old a ROCm for gfx942): not
+    the kernel's fault; another compiler, or a newer one, may build it."""
+
+
 class CompilerNotFound(RuntimeError):
     """The compiler itself is missing from this machine: which one, and the command that adds it."""
 

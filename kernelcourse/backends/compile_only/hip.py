@@ -18,7 +18,7 @@ from pathlib import Path
 from ... import cache
 from ...source import KERNEL_INCLUDE_DIR, KernelSource, define_options, encode
 from ..status import checked
-from .build import Build, CompileError, CompilerNotFound, ResourceUsage, required
+from .build import Build, CompileError, CompilerNotFound, ResourceUsage, TargetUnknown, required
 from .code_object import code_object_usage
 
 # Install hints, used wherever an AMD compiler turns out to be missing.
@@ -136,7 +136,7 @@ def hiprtc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
         # does not know (seen: gfx940, gfx942), so that is checked first.
         known = _comgr_targets(library)
         if known is not None and arch.split(":")[0] not in known:
-            raise CompileError(src.filename, arch, (
+            raise TargetUnknown(src.filename, arch, (
                 f"hiprtc {hiprtc_version()} cannot compile for {arch}; its compiler knows "
                 f"{', '.join(sorted(known, key=lambda t: (len(t), t)))}. "
                 "A newer ROCm is needed for this GPU."))
@@ -186,6 +186,11 @@ def hipcc_version() -> str:
     return "; ".join(out.stdout.splitlines()[:2])
 
 
+# What clang says when it does not build for the GPU asked for (not a fault of the kernel):
+# a processor newer than it (gfx942 for ROCm 5.2's), or no device library for one.
+_UNKNOWN_TARGET = ("invalid target ID", "cannot find ROCm device library for")
+
+
 def hipcc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
                   options: tuple[str, ...] = ()) -> Build:
     """Compile a kernel file to a gfx`arch` code object with offline hipcc; cached on disk.
@@ -208,7 +213,8 @@ def hipcc_compile(source, arch: str = "gfx90a", defines: dict | None = None,
             out = subprocess.run([hipcc, *opts, str(source_file), "-o", str(code_file)],
                                  capture_output=True, text=True, env=_hipcc_environment())
             if out.returncode != 0:
-                raise CompileError(src.filename, arch, out.stderr)
+                unknown = any(m in out.stderr for m in _UNKNOWN_TARGET)
+                raise (TargetUnknown if unknown else CompileError)(src.filename, arch, out.stderr)
             code = code_file.read_bytes()
         log = out.stderr.encode()
         return code, log
@@ -246,14 +252,23 @@ def parse_hipcc_remarks(log: str, target: str) -> dict[str, ResourceUsage]:
 
 def hip_compile(source, arch: str = "gfx90a", defines: dict | None = None,
                 options: tuple[str, ...] = ()) -> Build:
-    """Compile for AMD with hiprtc (through hip-python), or with hipcc where hiprtc is missing."""
+    """Compile for AMD with hiprtc (through hip-python), or with hipcc where hiprtc is missing
+    or does not know the GPU (TargetUnknown where neither builds for it)."""
     try:
         return hiprtc_compile(source, arch, defines, options)
-    except CompilerNotFound as no_hiprtc:
+    except (CompilerNotFound, TargetUnknown) as no_hiprtc:
         try:
             return hipcc_compile(source, arch, defines, options)
         except CompilerNotFound as no_hipcc:
+            if isinstance(no_hiprtc, TargetUnknown):
+                raise no_hiprtc from None
             fixes = " or ".join(dict.fromkeys((no_hiprtc.fix, no_hipcc.fix)))
             raise CompilerNotFound(f"no AMD compiler on this machine.\n  hiprtc: {no_hiprtc.reason}"
                                    f"\n  hipcc: {no_hipcc.reason}\n", "hiprtc and hipcc",
                                    fixes) from None
+        except TargetUnknown as also:
+            if isinstance(no_hiprtc, CompilerNotFound):
+                raise
+            first = next((line for line in also.log.splitlines() if "error" in line), also.log)
+            raise TargetUnknown(KernelSource.load(source).filename, arch,
+                                f"{no_hiprtc.log.strip()} hipcc {hipcc_version()}: {first.strip()}") from None

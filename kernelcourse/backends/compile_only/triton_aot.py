@@ -1,4 +1,4 @@
-"""Triton ahead of time: a @triton.jit kernel compiled for sm_90 or gfx942 with no GPU.
+"""Triton ahead of time: a @triton.jit kernel compiled for an sm_XX or gfxNNN with no GPU.
 
 The register and spill counts come from Triton's own ptxas (NVIDIA) or from the metadata
 block of the AMDGCN assembly (AMD); shared memory from Triton's metadata.
@@ -15,12 +15,21 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...device import lockstep_width
 from .. import interpreted
 from .build import ResourceUsage, required
 from .nvrtc import parse_ptxas_report
 
-TRITON_TARGETS = {"sm_90": ("cuda", 90, 32), "sm_80": ("cuda", 80, 32),
-                  "gfx942": ("hip", "gfx942", 64), "gfx90a": ("hip", "gfx90a", 64)}
+
+
+def triton_target(target: str) -> tuple:
+    """Triton's GPUTarget fields for 'sm_86' (('cuda', 86, 32)) or 'gfx1100' (('hip',
+    'gfx1100', 32): RDNA's waves are 32 wide, CDNA's 64)."""
+    if target.startswith("sm_"):
+        return ("cuda", int(target.removeprefix("sm_").rstrip("a")), 32)
+    if target.startswith("gfx"):
+        return ("hip", target, lockstep_width(target))
+    raise ValueError(f"unknown target '{target}': expected sm_XX (NVIDIA) or gfxNNN (AMD)")
 
 
 @dataclass
@@ -84,7 +93,7 @@ def _triton_compile_here(fn, signature, constexprs, target, num_warps, num_stage
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
-    backend, arch, warp = TRITON_TARGETS[target]
+    backend, arch, warp = triton_target(target)
     compiled = triton.compile(
         ASTSource(fn=JITFunction(fn), signature=signature, constexprs=constexprs, attrs=attrs),
         target=GPUTarget(backend, arch, warp),

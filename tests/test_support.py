@@ -1,0 +1,123 @@
+"""The support matrix (kernelcourse/support.py, results/support-matrix.json) and the code it
+describes cannot drift: its tables are the committed file's, its refusals are the rungs' own
+today, a sample of its compiled cells rebuilds to the same numbers, and a lab on a stand-in
+GPU of each column launches exactly the rungs the matrix does not refuse."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kernelcourse import lab, rungs, support, targets
+from kernelcourse.device import Device
+
+pytestmark = [pytest.mark.support]
+
+MATRIX = support.load()
+C_CELLS = [c for c in MATRIX["cells"] if c["kind"] == "c"]
+
+
+def test_the_tables_of_setup_and_readme_are_drawn_from_the_committed_matrix():
+    for path, which in support.DOCS.items():
+        text = path.read_text()
+        assert support.with_table(text, which, support.TABLES[which](MATRIX)) == text, \
+            f"{path.name}'s {which} table is not the committed matrix's: python -m kernelcourse support"
+
+
+def test_the_matrix_has_every_rung_of_every_lab_on_every_target_and_nothing_else():
+    assert MATRIX["targets"] == [t.as_dict() for t in targets.TARGETS]
+    archs = [t.arch for t in targets.TARGETS]
+    expected = {(lab_, r.name, "c", a) for lab_, found in rungs.BY_LAB.items() for r in found for a in archs}
+    expected |= {(lab_, r.name, "triton", a) for lab_, found in rungs.BY_LAB.items() for r in found
+                 if r.twin is not None for a in archs}
+    expected |= {("05", kernel, "triton", a) for kernel in ("masked", "tma") for a in archs}
+    cells = [(c["lab"], c["rung"], c["kind"], c["target"]) for c in MATRIX["cells"]]
+    assert len(cells) == len(set(cells)) and set(cells) == expected, \
+        "the matrix is not today's rungs: python -m kernelcourse support"
+
+
+@pytest.mark.parametrize("target", targets.TARGETS, ids=lambda t: t.arch)
+def test_each_refusal_in_the_matrix_is_the_rung_s_own_today(target):
+    """No compiling: the rung's check for a stand-in GPU of the column gives the cell's
+    status, and for a refused cell its words."""
+    device = target.device()
+    for cell in (c for c in C_CELLS if c["target"] == target.arch):
+        found = rungs.RUNG[cell["rung"]].refusal_reason(device)
+        if cell["status"] == "refused":
+            assert found == (cell["missing"], cell["why"]), cell
+        else:
+            assert found is None, (cell, found)
+
+
+def test_the_rules_give_the_limits_and_instructions_the_references_give():
+    assert [targets.shared_limit(a) for a in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a",
+                                               "sm_100", "sm_120", "gfx90a", "gfx942", "gfx1100")] == \
+        [65536, 166912, 101376, 101376, 232448, 232448, 232448, 101376, 65536, 65536, 65536]
+    assert targets.shared_limit("sm_87") == 166912 and targets.shared_limit("sm_61") is None
+    assert targets.features("sm_75") == set() and targets.features("sm_80") == {"mma.sync"}
+    assert targets.features("sm_90a") == {"mma.sync", "tma", "wgmma"}
+    assert targets.features("sm_100") == {"mma.sync", "tma"}              # no wgmma on Blackwell
+    assert targets.features("gfx942") == {"mfma"} and targets.features("gfx1100") == {"wmma"}
+    assert targets.features("gfx1030") == set() and targets.features(None) == set()
+
+
+@pytest.mark.parametrize("target", targets.TARGETS, ids=lambda t: t.arch)
+def test_a_lab_on_a_stand_in_gpu_of_each_column_launches_only_what_the_matrix_allows(target, capsys):
+    """Every lab's rungs through LabRun.runnable (what lab 07 asks) and c_impl (what every
+    lab calls): a refused cell is skipped, or raises before anything is compiled; any other
+    is kept and reaches the compiler."""
+    class Compiled(Exception):
+        pass
+
+    def compile(*args, **kwargs):
+        raise Compiled
+    backend = SimpleNamespace(device=target.device(), compile=compile, name="stand-in")
+    for lab_, found in rungs.BY_LAB.items():
+        refused = {c["rung"] for c in C_CELLS if c["lab"] == lab_ and c["target"] == target.arch
+                   and c["status"] == "refused"}
+        if len(refused) < len(found):
+            kept = lab.LabRun("auto", 4096, backend, None).runnable(found)
+            assert {r.name for r in kept} == {r.name for r in found} - refused, lab_
+        for rung in found:
+            with pytest.raises(NotImplementedError if rung.name in refused else Compiled):
+                rung.c_impl(backend)
+    capsys.readouterr()
+
+
+def test_doctor_prints_the_column_of_the_gpu_it_finds():
+    lines = support.column("sm_86", MATRIX)
+    ahead = next(line for line in lines if "mma_ahead (c)" in line)
+    assert "needs 147456 B of shared memory a block" in ahead and "allows 101376 B" in ahead
+    assert any("tiled (c)" in line and " r, 8 KB" in line for line in lines)
+    assert support.column("sm_87", MATRIX)[0].startswith("sm_87 is not a column of results/support-matrix.json")
+
+
+def test_a_sample_of_compiled_cells_rebuilds_here_to_the_committed_numbers():
+    """One C cell per vendor and four more, rebuilt: the same status and shared memory
+    always (they follow from the code), the same registers and spills where this machine's
+    compiler is the one the matrix was built with (a newer NVRTC may allocate otherwise)."""
+    here = support.compilers()
+    for cell in support.sample(MATRIX):
+        if cell["kind"] == "c":
+            rebuilt = support.c_cell(cell["lab"], rungs.RUNG[cell["rung"]], targets.BY_ARCH[cell["target"]])
+            compiler = "nvrtc" if cell["target"].startswith("sm_") else "hipcc"
+        elif cell["lab"] == "05":
+            rebuilt = next(c for c in support._own_reports()["05"].support([cell["target"]])
+                           if c["rung"] == cell["rung"])
+            rebuilt["lab"] = "05"
+            compiler = "triton"
+        else:
+            rebuilt = support.twin_cells(cell["lab"], rungs.RUNG[cell["rung"]], [cell["target"]])[0]
+            compiler = "triton"
+        assert rebuilt["status"] == cell["status"] and rebuilt["shared_bytes"] == cell["shared_bytes"], (cell, rebuilt)
+        if here[compiler] == MATRIX["compilers"][compiler] and (compiler != "hipcc" or
+                                                                 here["hiprtc"] == MATRIX["compilers"]["hiprtc"]):
+            assert rebuilt == cell, (cell, rebuilt)
+
+
+def test_a_gpu_the_runtime_describes_uses_the_runtime_s_limit():
+    """Where detect() asked the driver, its number is the limit, not the table's."""
+    small = Device("nvidia", "a GPU with less", "sm_90", 32, 132, shared_per_block=100 * 1024)
+    why = rungs.RUNG["wgmma_wide"].refusal(small)
+    assert why and "allows 102400 B" in why
+    assert rungs.RUNG["wgmma_wide"].refusal(targets.BY_ARCH["sm_90"].device()) is None
