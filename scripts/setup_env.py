@@ -119,8 +119,8 @@ ELSEWHERE = {
     "Darwin": ("macOS: the course runs on Linux only. Triton publishes no macOS build, and the cpu "
                "backend runs each launch as a Linux process under a Linux system-call filter. Use a "
                "Linux virtual machine or container on this Mac (UTM, Lima, Docker Desktop and the "
-               "like). The cpu backend needs x86-64 Linux today: on Apple silicon, an x86-64 image "
-               "under the virtual machine's emulation (not tested)"),
+               "like). On Apple silicon an AArch64 Linux image will do: the cpu backend runs on AArch64 "
+               "(its C runtime and labs 01-03 are tested there under qemu-user; no Mac was tested)"),
     "Windows": ("native Windows: the course runs on Linux only (make, the cpu backend's Linux "
                 "processes and system-call filter, Triton's Linux builds). Use WSL2: its Ubuntu is "
                 "x86-64 Linux, the kind of machine the course is tested on (WSL2 itself is not "

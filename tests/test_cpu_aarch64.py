@@ -1,26 +1,46 @@
-"""The cpu backend's C runtime on x86-64 and on AArch64, where the Python side cannot follow:
-tests/cpu_runtime_aarch64/driver.cpp launches lab 02's tiled GEMM, a tiled GEMM with a barrier
-missing and probes.cu's kernels from plain C++, each library built by the backend's own build
-(cpu_compile, with the ISA's compiler as CXX), natively and, with the AArch64 cross compiler,
-under qemu-user. Every verdict must be the one expected, and the same on both ISAs: the
-fiber switch, the scheduler's orders, the checks, the fault report's thread and line, the
-system-call filter's program (qemu-user cannot install a guest's filter; the driver judges
-the program itself, on this ISA's call numbers).
+"""The cpu backend's C runtime, and labs 01-03's kernels on it, on x86-64 and on AArch64:
+tests/cpu_runtime_aarch64/driver.cpp runs, from plain C++, the CPU suites of labs 01-03
+(each lab's rung with the cpu backend's defines, on every shape of the CPU suite verify()
+uses there), two known-wrong tiled GEMMs on the same suite (tests/kernels/tiled_bugs.cu:
+BUG=1, no zero-fill, a wrong result on a ragged K; BUG=3, barrier 1 missing, a race) and
+probes.cu's kernels, each library built by the backend's own build (cpu_compile, with the
+ISA's compiler as CXX), natively and, with the AArch64 cross compiler, under qemu-user.
+The plan the driver follows comes from Python: the shapes (gemm.CPU_SUITE, all of them:
+the whole suite, five kernels, takes about 10 s under qemu on 2 cores), each launch's grid and block (the rung's
+Build.launch), the tolerance (precision.TOLERANCE, fp32) and the inputs (gemm.make_inputs,
+seeded, written to files both ISAs read), so that none of it can drift from the course's.
+
+The native verdicts must be verify()'s, shape for shape, and the AArch64 ones the same: the
+fiber switch, the scheduler's orders, the GEMMs' pass or fail (with the count of wrong
+elements and whether the results moved), the checks, the fault report's thread and line,
+the system-call filter's program (qemu-user cannot install a guest's filter; the driver
+judges the program itself, on this ISA's call numbers). A GEMM's error is compared to the
+tolerance on each ISA, never across them: AArch64's GCC fuses a * b + c into one rounding
+by default and x86-64's does not, so a correct kernel's results differ in the last bits.
 
 The cross compiler and qemu are compile paths as the others are (tests/conftest.py): missing
 on a student's machine, the AArch64 test is skipped; on CI (KERNELCOURSE_REQUIRE_COMPILERS=1,
 .ci/run installs them) it fails.
 """
+import platform
 import re
 import shutil
 import subprocess
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernelcourse.backends.compile_only import CompilerNotFound
+from kernelcourse.backends.cpu import CpuBackend, UnsupportedMachine
 from kernelcourse.backends.cpu_build import cpu_compile, find_compiler
+from kernelcourse.gemm import CPU_SUITE, make_inputs
+from kernelcourse.precision import TOLERANCE
+from kernelcourse.rungs import RUNG, of_lab
 from kernelcourse.source import KERNEL_INCLUDE_DIR
+from kernelcourse.verify import verify
+from tiled_bugs import BUGS_CU, TILE, tiled
 
 pytestmark = [pytest.mark.cpu_backend]
 
@@ -29,17 +49,60 @@ DRIVER = REPO / "tests" / "cpu_runtime_aarch64"
 CROSS, QEMU, SYSROOT = "aarch64-linux-gnu-g++", "qemu-aarch64-static", "/usr/aarch64-linux-gnu"
 CROSS_FIX = "sudo apt-get install g++-aarch64-linux-gnu qemu-user-static"
 
+LADDER = tuple(rung for lab in ("01", "02", "03") for rung in of_lab(lab))
+KNOWN_WRONG = (1, 3)                  # tiled_bugs.cu's BUG: no zero-fill; barrier 1 missing
+SEED = 0
+REPEATS = 3                           # verify()'s identical launches of a shape on the cpu backend
+GEMM_LINE = re.compile(r"gemm (.+) (\d+)x(\d+)x(\d+): (pass|fail)(.*), error (\S+)")
+
+
+def gemms():
+    """(label, source, defines, entry point, geometry) of each GEMM the driver judges: labs
+    01-03's rungs as the cpu backend builds them (lockstep width 1), and the known-wrong
+    tiled kernels as the harness's tests launch them (tiled_bugs.py: lab 02's geometry)."""
+    for rung in LADDER:
+        build = rung.build(1)
+        yield rung.name, rung.source, build.defines, rung.kernel, build.launch
+    for bug in KNOWN_WRONG:
+        yield (f"tiled BUG={bug}", BUGS_CU, {"TILE": TILE, "BUG": bug}, "sgemm_tiled_bugs",
+               partial(RUNG["tiled"].launch_geometry, TILE=TILE))
+
+
+def three(extent: tuple) -> str:
+    """A grid or block as the driver reads it: x y z, 1 where the geometry stops."""
+    return " ".join(str(n) for n in (*extent, 1, 1)[:3])
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> Path:
+    """The driver's plan (run_plan in driver.cpp) and its inputs: the suite's A and B, drawn as
+    verify(seed=SEED) draws them, so that its verdicts can be held to verify()'s."""
+    folder = tmp_path_factory.mktemp("plan")
+    rng = np.random.default_rng(SEED)
+    lines = [f"tolerance {TOLERANCE['fp32']!r}", f"repeats {REPEATS}"]
+    for number, shape in enumerate(CPU_SUITE.shapes):
+        A, B = make_inputs(shape, "fp32", rng)
+        (folder / f"shape{number}.bin").write_bytes(A.tobytes() + B.tobytes())
+        lines.append(f"shape {shape.M} {shape.N} {shape.K} {folder / f'shape{number}.bin'}")
+    for number, (label, _, _, entry, geometry) in enumerate(gemms()):
+        lines.append(f"kernel ./gemm{number}.so {entry} {label}")
+        for index, shape in enumerate(CPU_SUITE.shapes):
+            grid, block = geometry(shape.M, shape.N)
+            lines.append(f"launch {index} {three(grid)} {three(block)}")
+    (folder / "plan.txt").write_text("\n".join(lines) + "\n")
+    return folder / "plan.txt"
+
 
 def build(tmp: Path, compiler: str) -> Path:
-    """The three kernel libraries, as the backend builds them with `compiler`, and the driver."""
+    """The kernel libraries, as the backend builds them with `compiler`, and the driver."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CXX", compiler)
-        libraries = [cpu_compile(REPO / "labs/02-tiled/tiled.cu", {"TILE": 16}),
-                     cpu_compile(REPO / "tests/kernels/tiled_bugs.cu", {"TILE": 16, "BUG": 3}),
-                     cpu_compile(DRIVER / "probes.cu")]
+        libraries = [cpu_compile(source, defines) for _, source, defines, _, _ in gemms()]
+        probes = cpu_compile(DRIVER / "probes.cu")
     tmp.mkdir()
-    for name, library in zip(("tiled.so", "race.so", "probes.so"), libraries):
-        shutil.copy(library, tmp / name)
+    for number, library in enumerate(libraries):
+        shutil.copy(library, tmp / f"gemm{number}.so")
+    shutil.copy(probes, tmp / "probes.so")
     # the driver's prctl stands in for the C library's in the libraries' calls: exported
     subprocess.run([compiler, "-std=c++17", "-O2", f"-I{KERNEL_INCLUDE_DIR}", str(DRIVER / "driver.cpp"),
                     "-o", str(tmp / "driver"), "-ldl", "-Wl,--export-dynamic-symbol=prctl"],
@@ -47,11 +110,10 @@ def build(tmp: Path, compiler: str) -> Path:
     return tmp
 
 
-def run(folder: Path, prefix: list[str], addr2line: str) -> tuple[list[str], str]:
+def run(folder: Path, plan: Path, prefix: list[str], addr2line: str) -> tuple[list[str], str]:
     """The driver's lines, each offset into probes.so (@0x...) named as its source line, and
     what it wrote to stderr (under qemu, -strace's list of every system call)."""
-    done = subprocess.run([*prefix, "./driver", "./tiled.so", "./race.so", "./probes.so",
-                           *(["--under-qemu"] if prefix else [])],
+    done = subprocess.run([*prefix, "./driver", str(plan), "./probes.so", *(["--under-qemu"] if prefix else [])],
                           cwd=folder, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -68,28 +130,49 @@ def probe_line(text: str) -> int:
     return next(n for n, line in enumerate((DRIVER / "probes.cu").read_text().splitlines(), 1) if text in line)
 
 
-@pytest.fixture(scope="module")
-def native(tmp_path_factory) -> list[str]:
-    return run(build(tmp_path_factory.mktemp("native") / "native", find_compiler()), [], "addr2line")[0]
+def suite_of(lines: list[str]) -> dict[str, list[tuple]]:
+    """The GEMM verdicts by label, in the suite's order: (M, N, K, 'pass' or 'fail', what
+    else the verdict says, the max relative error)."""
+    verdicts = {}
+    for line in lines:
+        if found := GEMM_LINE.fullmatch(line):
+            label, M, N, K, verdict, said, error = found.groups()
+            verdicts.setdefault(label, []).append((int(M), int(N), int(K), verdict, said, float(error)))
+    return verdicts
 
 
 @pytest.fixture(scope="module")
-def aarch64(tmp_path_factory) -> tuple[list[str], str]:
+def native(tmp_path_factory, plan) -> list[str]:
+    return run(build(tmp_path_factory.mktemp("native") / "native", find_compiler()), plan, [], "addr2line")[0]
+
+
+@pytest.fixture(scope="module")
+def aarch64(tmp_path_factory, plan) -> tuple[list[str], str]:
     missing = [tool for tool in (CROSS, QEMU) if shutil.which(tool) is None]
     if missing:
         raise CompilerNotFound(f"{' and '.join(missing)} not on PATH: the AArch64 build of the cpu "
                                "runtime is not run", " and ".join(missing), CROSS_FIX)
     folder = build(tmp_path_factory.mktemp("aarch64") / "aarch64", CROSS)
-    return run(folder, [QEMU, "-L", SYSROOT, "-strace"], "aarch64-linux-gnu-addr2line")
+    return run(folder, plan, [QEMU, "-L", SYSROOT, "-strace"], "aarch64-linux-gnu-addr2line")
 
 
 def test_the_runtime_gives_every_verdict_natively(native):
     said = dict(line.split(": ", 1) for line in native)
     assert said["switch"] == "192 of 3 x 64 threads kept their registers and rounding mode across 3 barriers", native
-    assert said["lab 02 tiled"] == ("forward 0 wrong, reversed 0 wrong, shuffled 0 wrong; "
-                                    "the same bits in every order"), native
-    race = said["tiled, barrier 1 missing"]
-    assert "the results move between orders" in race and " 0 wrong" not in race, native
+    suite = suite_of(native)
+    assert list(suite) == [label for label, *_ in gemms()], native
+    shapes = [(s.M, s.N, s.K) for s in CPU_SUITE.shapes]
+    assert all([v[:3] for v in verdicts] == shapes for verdicts in suite.values()), native
+    for rung in LADDER:
+        assert all(v[3] == "pass" and v[5] <= TOLERANCE["fp32"] for v in suite[rung.name]), suite[rung.name]
+    # no zero-fill: where K is a whole number of tiles every slot is written, right; where a
+    # last, partial tile follows another, its slots past K keep that one's data, wrong (a K
+    # within one tile reads slots nothing wrote, whatever the runtime left there: not asserted)
+    assert all(v[3] == ("fail" if v[2] % TILE else "pass")
+               for v in suite["tiled BUG=1"] if v[2] % TILE == 0 or v[2] > TILE), suite["tiled BUG=1"]
+    # barrier 1 missing: wherever two threads share a tile, the results move between orders
+    assert all(v[3] == "fail" and "the results move between launches" in v[4]
+               for v in suite["tiled BUG=3"] if v[0] * v[1] > 1), suite["tiled BUG=3"]
     assert said["half barrier"].startswith("stopped: divergent barrier: in block (0, 0, 0) 16 threads "
                                            f"wait at __syncthreads() on line {probe_line('__syncthreads')} "
                                            "that 16 threads of the block never reach"), native
@@ -114,10 +197,30 @@ def test_the_runtime_gives_every_verdict_natively(native):
     assert {verdict for call, verdict in filter.items() if verdict != "allow"} == {"trap (SIGSYS)", "kill"}, native
 
 
+@pytest.mark.parametrize("label, defines", [pytest.param(label, defines, id=label) for label, _, defines, *_ in gemms()])
+def test_the_drivers_gemm_verdicts_are_verifys(native, label, defines):
+    """The driver judges as verify() does, on the same inputs and the same orders (a fresh
+    backend counts this kernel's launches from 0, as the driver does): pass or fail, the
+    count of wrong elements, whether the results moved, shape for shape."""
+    backend = CpuBackend(timeout_s=20)
+    impl = RUNG[label].c_impl(backend) if label in RUNG else tiled(backend, defines["BUG"])
+    report = verify(impl, CPU_SUITE, repeats=REPEATS, seed=SEED, verbose=False)
+    expected = [("pass" if r.passed else "fail", r.bad, r.moved) for r in report.results]
+    assert [(verdict, int(re.search(r"(\d+) of \d+ wrong", said)[1]) if "wrong" in said else 0,
+             "move" in said) for *_, verdict, said, _ in suite_of(native)[label]] == expected, report.table()
+
+
 def test_aarch64_under_qemu_gives_the_same_verdicts(native, aarch64):
-    """Line for line, but for one word: qemu-user's signal frame carries no fault syndrome
-    (ESR) record, so there a fault is an access, neither a read nor a write."""
-    assert aarch64[0] == [re.sub(r"signal 11, a (?:read|write) ", "signal 11, an access ", line) for line in native]
+    """Line for line, but for a GEMM's error, and for one word: qemu-user's signal frame
+    carries no fault syndrome (ESR) record, so there a fault is an access, neither a read nor
+    a write. A correct kernel's error is held to the tolerance on AArch64 too."""
+    def verdict(line: str) -> str:
+        return re.sub(r", error \S+$", "", re.sub(r"signal 11, a (?:read|write) ", "signal 11, an access ", line))
+
+    assert [verdict(line) for line in aarch64[0]] == [verdict(line) for line in native]
+    suite = suite_of(aarch64[0])
+    for rung in LADDER:
+        assert all(v[3] == "pass" and v[5] <= TOLERANCE["fp32"] for v in suite[rung.name]), suite[rung.name]
 
 
 def test_aarch64_makes_only_the_calls_its_filter_allows(aarch64):
@@ -133,3 +236,17 @@ def test_aarch64_makes_only_the_calls_its_filter_allows(aarch64):
     assert {"write", "clock_gettime", "exit_group"} <= set(calls), calls
     assert set(calls) <= {"exit", "exit_group", "rt_sigreturn", "brk", "munmap", "mremap", "mprotect", "madvise",
                           "clock_gettime", "gettimeofday", "mmap", "write", "writev"}, calls
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_backend_starts_on_x86_64_and_aarch64(monkeypatch, machine):
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    assert CpuBackend().device.name == f"CPU ({machine})"
+
+
+@pytest.mark.parametrize("machine", ["riscv64", "armv7l", "ppc64le"])
+def test_any_other_cpu_is_refused_by_name(monkeypatch, machine):
+    """32-bit Arm too: the fibers switch with AArch64's instructions, not A32's."""
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    with pytest.raises(UnsupportedMachine, match=f"needs an x86-64 or AArch64 CPU; this one is {machine} "):
+        CpuBackend()

@@ -94,7 +94,7 @@ def test_torch_index_pypi_accepts_pypis_build():
 
 @pytest.mark.parametrize("system, says", [
     ("Darwin", ("macOS: the course runs on Linux only", "Triton publishes no macOS build",
-                "a Linux virtual machine or container", "x86-64")),
+                "a Linux virtual machine or container", "AArch64")),
     ("Windows", ("native Windows: the course runs on Linux only", "Use WSL2")),
     ("FreeBSD", ("FreeBSD: the course runs on Linux only",)),
 ])

@@ -39,6 +39,12 @@ How the emulation gives what lab 01's README promises a student without a GPU:
     and a system-call filter stops the launch at its first system call other than printf's
     writes, memory and the clock, named, with the kernel's line (cpu_filter.h).
 Timings are wall-clock times of the emulation, labelled so, and never GPU performance.
+
+It runs on Linux on x86-64, where all of it is tested, and on AArch64 Linux, where less is:
+the C runtime and labs 01-03's CPU suites, built by this backend's build and driven from C++
+under qemu-user on an x86-64 machine (tests/test_cpu_aarch64.py). This Python side, and the
+other labs' kernels, have not run on AArch64, and no native AArch64 machine has run any of
+it. Any other CPU is refused (UnsupportedMachine).
 """
 from __future__ import annotations
 
@@ -74,8 +80,13 @@ class KernelFault(RuntimeError):
     placed = True
 
 
+# The CPUs the fibers switch on (kernels/cpu_schedule.h), as platform.machine() names them:
+# x86-64 and AArch64.
+MACHINES = ("x86_64", "amd64", "aarch64")
+
+
 class UnsupportedMachine(RuntimeError):
-    """The cpu backend's fibers switch with x86-64 instructions; this CPU is another kind."""
+    """The cpu backend's fibers switch with x86-64 or AArch64 instructions; this CPU is another kind."""
 
 
 class _Status(ctypes.Structure):
@@ -134,8 +145,8 @@ class CpuBackend(AddressBackend):
     label = "CPU emulation (not GPU performance)"
 
     def __init__(self, timeout_s: float = 60.0):
-        if platform.machine().lower() not in ("x86_64", "amd64"):
-            raise UnsupportedMachine(f"the cpu backend needs an x86-64 CPU; this one is "
+        if platform.machine().lower() not in MACHINES:
+            raise UnsupportedMachine(f"the cpu backend needs an x86-64 or AArch64 CPU; this one is "
                                      f"{platform.machine()} (its Triton twins still run here)")
         # Always the CPU, also on a machine with a GPU: these timings are never a GPU's.
         self.device = Device("cpu", f"CPU ({platform.machine()})")

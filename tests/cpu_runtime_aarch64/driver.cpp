@@ -1,22 +1,26 @@
 // driver.cpp: the cpu backend's C runtime driven from plain C++, with no Python, so that it
-// runs where the Python side cannot: an AArch64 build under qemu-user on an x86-64 machine.
+// runs where the Python side is not tested: an AArch64 build under qemu-user on an x86-64
+// machine.
 //
-// tests/test_cpu_aarch64.py builds three kernel libraries with the backend's own build
+// tests/test_cpu_aarch64.py builds kernel libraries with the backend's own build
 // (cpu_build.cpu_compile, the C++ compiler of the ISA under test), this driver with the
 // same compiler, and runs
-//     driver TILED.so RACE.so PROBES.so [--under-qemu]
-// TILED.so is lab 02's tiled GEMM, RACE.so tests/kernels/tiled_bugs.cu with barrier 1
-// missing (BUG=3), both at TILE=16; PROBES.so is probes.cu. The driver calls their
-// launchers (kc_launch_<kernel>, what the backend calls through ctypes), as cpu.py does:
-// arrays ending at a guard zone, the order and seed of each launch, the child waited for,
-// kc::Status read. The launch code is compiled into the driver too (each library keeps its
-// own copy, local to it), for kc::Status and for a check of the fiber switch itself, whose
-// body needs what a kernel may not use (inline assembly, the rounding mode). It prints one
-// line per verdict; `@0x...` is an offset into the library of the probe's line (the test
-// names it with addr2line). The lines must be the same on every ISA.
+//     driver PLAN PROBES.so [--under-qemu]
+// PLAN (see run_plan) names the GEMM libraries, labs 01-03's rungs and known-wrong tiled
+// kernels, and the shapes, launches and inputs to judge them on; PROBES.so is probes.cu. The
+// driver calls their launchers (kc_launch_<kernel>, what the backend calls through ctypes),
+// as cpu.py does: arrays ending at a guard zone, the order and seed of each launch, the
+// child waited for, kc::Status read. The launch code is compiled into the driver too (each
+// library keeps its own copy, local to it), for kc::Status and for a check of the fiber
+// switch itself, whose body needs what a kernel may not use (inline assembly, the rounding
+// mode). It prints one line per verdict; `@0x...` is an offset into the library of the
+// probe's line (the test names it with addr2line). The lines must be the same on every
+// ISA, but for a GEMM's error (run_gemm says why).
 #include "cpu_launch.h"
 
+#include <algorithm>
 #include <cfenv>
+#include <cmath>
 #include <cstdarg>
 #include <string>
 #include <sys/resource.h>
@@ -48,6 +52,8 @@ struct Array {
         mprotect(base, guard_bytes, PROT_NONE);
         mprotect(base + 2 * guard_bytes, guard_bytes, PROT_NONE);
     }
+    Array(const Array&) = delete;                      // one owner: it unmaps its zones
+    ~Array() { munmap(base, 3 * guard_bytes); }
     template <typename T> T* as() const { return reinterpret_cast<T*>(data); }
     bool past_the_end(uint64_t address) const {
         return uintptr_t(base + 2 * guard_bytes) <= address && address < uintptr_t(base + 3 * guard_bytes);
@@ -164,56 +170,123 @@ static void check_the_switch(int* results) {
     printf("switch: %d of 3 x 64 threads kept their registers and rounding mode across 3 barriers\n", kept);
 }
 
-static const char* ORDER_NAMES[] = {"forward", "reversed", "shuffled"};
-
 static double next_input(uint64_t& state) {           // reproducible, in [-1, 1)
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return double(state >> 11) / double(1ull << 52) - 1.0;
 }
 
-// C = A B for an M x K A and a K x N B, row-major, against a double-precision reference:
-// each order's count of elements off by more than fp32 rounding allows, and whether the
-// bits changed from one order to the next (a race's mark).
-static void gemm(const char* label, void* library, const char* kernel) {
-    int M = 37, N = 29, K = 45;                       // ragged: no dimension a multiple of 16
-    Array a(sizeof(float) * M * K), b(sizeof(float) * K * N), c(sizeof(float) * M * N);
-    uint64_t state = 1;
-    for (int i = 0; i < M * K; ++i) a.as<float>()[i] = float(next_input(state));
-    for (int i = 0; i < K * N; ++i) b.as<float>()[i] = float(next_input(state));
+// -- GEMMs as verify() judges them, on the shapes of the test's plan. The plan, a text file
+// the test writes from the course's Python (so that no shape, define, launch geometry or
+// tolerance is copied here, where it could drift), holds
+//     tolerance T                   fp32's, as precision.py gives it
+//     repeats R                     identical launches of each shape (verify()'s repeats)
+//     shape M N K FILE              FILE: A (M x K), then B (K x N), row-major fp32
+//     kernel LIBRARY ENTRY LABEL    a kernel library and its entry point
+//     launch SHAPE GX GY GZ BX BY BZ   the kernel above on shape number SHAPE (from 0)
+struct Problem {
+    int M, N, K;
+    std::vector<float> a, b;
+    std::vector<double> exact;                        // C in double precision
+    double scale;                                     // max |C|: errors are relative to it
+};
+
+static Problem read_problem(int M, int N, int K, const char* file) {
+    Problem p{M, N, K, std::vector<float>(size_t(M) * K), std::vector<float>(size_t(K) * N),
+              std::vector<double>(size_t(M) * N, 0.0), 0.0};
+    FILE* in = fopen(file, "rb");
+    if (!in || fread(p.a.data(), sizeof(float), p.a.size(), in) != p.a.size() ||
+        fread(p.b.data(), sizeof(float), p.b.size(), in) != p.b.size()) {
+        fprintf(stderr, "cannot read %s\n", file);
+        exit(2);
+    }
+    fclose(in);
+    for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k)
+            for (int j = 0; j < N; ++j)
+                p.exact[size_t(i) * N + j] += double(p.a[size_t(i) * K + k]) * double(p.b[size_t(k) * N + j]);
+    for (double e : p.exact) p.scale = std::max(p.scale, std::fabs(e));
+    if (p.scale == 0.0) p.scale = 1.0;
+    return p;
+}
+
+// One kernel on one shape, `repeats` launches, each in the order and with the seed the
+// backend gives that kernel's next launch (its count: forward, reversed, shuffled, ...).
+// C is poisoned with NaN first, so an element never written is wrong. The verdict: pass,
+// or fail with the count of wrong elements of the first launch and whether the bits moved
+// between launches (a race's mark); then the max relative error, which the ISAs may
+// round apart in the last bits (AArch64's GCC fuses a * b + c, x86-64's does not).
+static void run_gemm(const char* label, void* library, const char* entry, const Problem& p,
+                     std::vector<unsigned> grid, std::vector<unsigned> block, double tolerance,
+                     int repeats, unsigned long long& launches) {
+    int M = p.M, N = p.N, K = p.K;
+    Array a(sizeof(float) * p.a.size()), b(sizeof(float) * p.b.size()), c(sizeof(float) * p.exact.size());
+    memcpy(a.data, p.a.data(), sizeof(float) * p.a.size());
+    memcpy(b.data, p.b.data(), sizeof(float) * p.b.size());
     void *pa = a.data, *pb = b.data, *pc = c.data;
+    float* C = c.as<float>();
     std::vector<float> first;
-    std::string verdicts;
+    int wrong = 0;
+    double error = 0.0;
     bool moved = false;
-    for (int order = 0; order < 3; ++order) {
-        memset(c.data, 0, sizeof(float) * M * N);
-        const Status& s = launch(library, kernel, {unsigned(N + 15) / 16, unsigned(M + 15) / 16, 1}, {16, 16, 1},
-                                 {&pa, &pb, &pc, &M, &N, &K}, order, order);
+    for (int r = 0; r < repeats; ++r, ++launches) {
+        std::fill(C, C + p.exact.size(), NAN);
+        const Status& s = launch(library, entry, grid, block, {&pa, &pb, &pc, &M, &N, &K}, int(launches % 3), launches);
         if (s.outcome != 0) {
-            printf("%s: %s launch stopped (outcome %d, signal %d): %s\n", label, ORDER_NAMES[order],
+            printf("gemm %s %dx%dx%d: fail, stopped (outcome %d, signal %d): %s\n", label, M, N, K,
                    s.outcome, s.signal, s.message);
             return;
         }
-        int wrong = 0;
-        for (int i = 0; i < M; ++i)
-            for (int j = 0; j < N; ++j) {
-                double exact = 0.0, magnitude = 0.0;
-                for (int k = 0; k < K; ++k) {
-                    const double term = double(a.as<float>()[i * K + k]) * double(b.as<float>()[k * N + j]);
-                    exact += term;
-                    magnitude += std::fabs(term);
-                }
-                const double error = std::fabs(double(c.as<float>()[i * N + j]) - exact);
-                wrong += !(error <= 1e-5 * magnitude + 1e-7);          // NaN is wrong too
-            }
-        std::vector<float> result(c.as<float>(), c.as<float>() + M * N);
-        if (order == 0) first = result;
-        else moved |= memcmp(first.data(), result.data(), sizeof(float) * M * N) != 0;
-        char said[64];
-        snprintf(said, sizeof said, "%s%s %d wrong", order ? ", " : "", ORDER_NAMES[order], wrong);
-        verdicts += said;
+        if (r > 0) {
+            moved |= memcmp(first.data(), C, sizeof(float) * first.size()) != 0;
+            continue;
+        }
+        first.assign(C, C + p.exact.size());
+        for (size_t i = 0; i < first.size(); ++i) {
+            const double diff = std::fabs(double(first[i]) - p.exact[i]) / p.scale;
+            wrong += !(diff <= tolerance);                  // NaN is wrong too
+            if (!(diff <= error)) error = diff;             // and the error then NaN
+        }
     }
-    printf("%s: %s; %s\n", label, verdicts.c_str(),
-           moved ? "the results move between orders" : "the same bits in every order");
+    printf("gemm %s %dx%dx%d: %s", label, M, N, K, wrong || moved ? "fail" : "pass");
+    if (wrong) printf(", %d of %zu wrong", wrong, first.size());
+    if (moved) printf(", the results move between launches");
+    printf(", error %.1e\n", error);
+}
+
+static void run_plan(const char* path) {
+    FILE* plan = fopen(path, "r");
+    if (!plan) { perror(path); exit(2); }
+    double tolerance = 0.0;
+    int repeats = 1;
+    std::vector<Problem> problems;
+    void* library = nullptr;
+    char entry[128] = "", label[128] = "", word[16], text[512];
+    unsigned long long launches = 0;
+    while (fscanf(plan, "%15s", word) == 1) {
+        int M, N, K, shape;
+        unsigned g[3], b[3];
+        if (!strcmp(word, "tolerance") && fscanf(plan, "%lf", &tolerance) == 1) continue;
+        if (!strcmp(word, "repeats") && fscanf(plan, "%d", &repeats) == 1) continue;
+        if (!strcmp(word, "shape") && fscanf(plan, "%d %d %d %511s", &M, &N, &K, text) == 4) {
+            problems.push_back(read_problem(M, N, K, text));
+            continue;
+        }
+        if (!strcmp(word, "kernel") && fscanf(plan, "%511s %127s %127[^\n]", text, entry, label) == 3) {
+            if (!(library = dlopen(text, RTLD_NOW | RTLD_LOCAL))) { fprintf(stderr, "%s\n", dlerror()); exit(2); }
+            launches = 0;                             // the backend counts each kernel's launches
+            continue;
+        }
+        if (!strcmp(word, "launch") && library &&
+            fscanf(plan, "%d %u %u %u %u %u %u", &shape, &g[0], &g[1], &g[2], &b[0], &b[1], &b[2]) == 7 &&
+            0 <= shape && size_t(shape) < problems.size()) {
+            run_gemm(label, library, entry, problems[shape], {g[0], g[1], g[2]}, {b[0], b[1], b[2]},
+                     tolerance, repeats, launches);
+            continue;
+        }
+        fprintf(stderr, "%s: cannot read the line at '%s'\n", path, word);
+        exit(2);
+    }
+    fclose(plan);
 }
 
 // A stopped launch in words: how it ended, where (an offset into the library, @0x...), who.
@@ -312,24 +385,18 @@ extern "C" int prctl(int option, ...) noexcept {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 4) { fprintf(stderr, "usage: %s TILED.so RACE.so PROBES.so [--under-qemu]\n", argv[0]); return 2; }
-    under_qemu = argc > 4 && strcmp(argv[4], "--under-qemu") == 0;
+    if (argc < 3) { fprintf(stderr, "usage: %s PLAN PROBES.so [--under-qemu]\n", argv[0]); return 2; }
+    under_qemu = argc > 3 && strcmp(argv[3], "--under-qemu") == 0;
     const rlimit no_core = {0, 0};                    // the probes' children die of signals
     setrlimit(RLIMIT_CORE, &no_core);
-    void* libraries[3];
-    for (int i = 0; i < 3; ++i)
-        if (!(libraries[i] = dlopen(argv[i + 1], RTLD_NOW | RTLD_LOCAL))) {
-            fprintf(stderr, "%s\n", dlerror());
-            return 2;
-        }
-    void* probes = libraries[2];
+    void* probes = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!probes) { fprintf(stderr, "%s\n", dlerror()); return 2; }
     status_page = static_cast<Status*>(mmap(nullptr, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     judged = static_cast<char*>(mmap(nullptr, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
 
     check_the_switch(static_cast<int*>(mmap(nullptr, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)));
-    gemm("lab 02 tiled", libraries[0], "sgemm_tiled");
+    run_plan(argv[1]);
     printf("%s", judged);
-    gemm("tiled, barrier 1 missing", libraries[1], "sgemm_tiled_bugs");
 
     int n = 64;                                       // 256 bytes: the data ends at the guard
     Array in(sizeof(float) * n), out(sizeof(float) * 1024);
