@@ -17,9 +17,16 @@
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU (LAB= ...,
 #                                 GPU_WORKERS=4: four pytest workers sharing the GPU)
 #   make doctor                   what works here and how to fix what does not
-#   make notebooks                open the lab notebooks in JupyterLab
-#   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it)
+#   make notebooks                open the labs' and exercises' notebooks in JupyterLab
+#                                 (NOTEBOOK_ARGS='--no-browser --port=8890': more of its options)
+#   make notebook-wheels          build/notebook-wheels/: the Jupyter kernel, for scripts/gpu_checks.sh's
+#                                 step notebooks on a GPU machine with no index (GPU_PYTHON=3.12)
+#   make sync-notebooks           regenerate every lab.ipynb from its lab.py (after editing it),
+#                                 each with the first cell that finds or fetches the course
 #   make figures                  redraw the module's figures and the ladder plots in results/ (CPU only)
+#   make site                     the course as a static site in build/site/ (needs npm; website/build.py)
+#   make site-check               read every page of build/site in Chromium (SCREENSHOTS=results/site:
+#                                 and photograph the home page, module A06, lab 04 and exercise 01)
 # PYTHON=python3 uses an existing interpreter instead of the course's .venv (no set-up).
 
 LAB ?= 04
@@ -31,7 +38,7 @@ PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
 HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
-.PHONY: setup lab run-lab check grade autograder doctor test test-fast test-gpu hip-python-versions notebooks sync-notebooks figures clean
+.PHONY: setup lab run-lab check grade autograder doctor test test-fast test-gpu hip-python-versions notebooks notebook-wheels sync-notebooks figures site site-check clean
 
 setup: $(STAMP)
 
@@ -50,10 +57,14 @@ check: $(SETUP)
 	  $(if $(filter 1,$(SANITIZE)),--sanitize)
 
 # The seed of a regrade comes from the environment, GRADE_SEED=<seed> make grade ..., never
-# from make's command line, which every user of the machine can read.
+# from make's command line, which every user of the machine can read. CLUSTER=slurm (or
+# local) grades the class as an array of tasks: PARTITION, GPUS_PER_TASK, TASKS, RESUME=1
+# (GRADING.md, "On a cluster").
 grade: $(SETUP)
 	$(PYTHON) -m kernelcourse.grade $(SUBMISSIONS) $(if $(EX),--exercise $(EX)) --jobs $(or $(JOBS),1) \
-	  $(if $(OUT),--out $(OUT))
+	  $(if $(OUT),--out $(OUT)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PARTITION),--partition $(PARTITION)) \
+	  $(if $(GPUS_PER_TASK),--gpus-per-task $(GPUS_PER_TASK)) $(if $(TASKS),--tasks $(TASKS)) \
+	  $(if $(filter 1,$(RESUME)),--resume)
 
 autograder: $(SETUP)
 	$(PYTHON) -m kernelcourse.grade.autograder $(EX)
@@ -109,15 +120,42 @@ test-gpu: $(SETUP)
 	$(if $(filter 0,$(NOTEBOOKS)),,$(PYTHON) -m pytest $(if $(SELECT),-m "notebooks$(SELECT)" tests/test_notebooks.py) \
 	  --nbmake $(wildcard labs/*/lab.ipynb))
 
+# JupyterLab at the top of the course, so that labs/ and exercises/ are both in its file
+# browser; as root (a container, say) it needs --allow-root, which it refuses to guess.
+# NOTEBOOK_ARGS: more of JupyterLab's options (--no-browser --port=8890, say).
+NOTEBOOK_ARGS ?=
 notebooks: $(SETUP)
 	$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -m pip install -q jupyterlab
-	$(PYTHON) -m jupyterlab labs
+	$(PYTHON) -m jupyterlab --ServerApp.root_dir=. $(if $(filter 0,$(shell id -u)),--allow-root) \
+	  $(NOTEBOOK_ARGS)
+
+# The Jupyter kernel scripts/gpu_checks.sh's step `notebooks` needs, as wheels for a GPU
+# machine whose Python has none and no index to fetch them from: GPU_PYTHON's version, x86-64.
+GPU_PYTHON ?= 3.12
+notebook-wheels: $(SETUP)
+	rm -rf build/notebook-wheels
+	$(PYTHON) -m pip download -q -d build/notebook-wheels --only-binary=:all: --implementation cp \
+	  --python-version $(GPU_PYTHON) $(foreach tag,manylinux_2_28 manylinux_2_17 manylinux2014 manylinux_2_5 \
+	  manylinux1,--platform $(tag)_x86_64) "nbclient>=0.10" "nbformat>=5" "ipykernel>=6"
 
 sync-notebooks: $(SETUP)
+	$(PYTHON) -m kernelcourse.hosted
 	for f in labs/*/lab.py; do $(PYTHON) -m jupytext --quiet --update --to ipynb $$f; done
 
 figures: $(SETUP)
 	$(PYTHON) -m kernelcourse.figures
+
+# The site's generator and browser driver (pyproject.toml's site extra), installed on first use.
+SITE_TOOLS = $(PYTHON) -c "import material, mkdocs_jupyter, playwright" 2>/dev/null \
+	  || $(PYTHON) -m pip install -q --disable-pip-version-check -e ".[site]"
+
+site: $(SETUP)
+	$(SITE_TOOLS)
+	$(PYTHON) website/build.py --out build/site
+
+site-check: $(SETUP)
+	$(SITE_TOOLS)
+	$(PYTHON) website/check.py build/site $(if $(SCREENSHOTS),--screenshots $(SCREENSHOTS))
 
 clean:
 	rm -rf build .pytest_cache $${KERNELCOURSE_CACHE:-$$HOME/.cache/kernelcourse}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import recorded
 from .gemm import Shape, flops, make_inputs, min_bytes
 from .verify import OUTPUT_DTYPE, GemmImpl
 
@@ -159,7 +160,16 @@ def compare(impls: list[GemmImpl], M: int, N: int, K: int, library: GemmImpl | N
     return timings
 
 
+def emulated(t: Timing) -> bool:
+    """Whether `t` is a CPU's wall clock (the cpu backend's emulation, Triton's interpreter):
+    every GPU backend's label starts with 'GPU'."""
+    return not t.label.startswith("GPU")
+
+
 def table(timings: list[Timing]) -> str:
+    """The timings, one row each. Times taken on the CPU get emulated_table() instead."""
+    if timings and all(emulated(t) for t in timings):
+        return emulated_table(timings)
     rows = [f"{'kernel':28} {'size':>16} {'ms':>9} {'TFLOP/s':>8} {'% library':>9}"]
     for t in timings:
         pct = f"{100 * t.of_library:8.1f}%" if t.of_library is not None else f"{'-':>9}"
@@ -167,6 +177,26 @@ def table(timings: list[Timing]) -> str:
     labels = " / ".join(dict.fromkeys(t.label for t in timings))
     rows.append(f"(median of repeats; timed by {labels})" if timings else "")
     return "\n".join(rows)
+
+
+def emulated_table(timings: list[Timing]) -> str:
+    """CPU times, each beside what the course's GPU measured for the same kernel (from its
+    results file, named on the last line). No rate or ratio is computed from a CPU time:
+    the wall clock of an emulation or an interpreter ranks nothing a GPU does."""
+    found = recorded.lookup(timings)
+    width = max(28, *(len(t.name) for t in timings))
+    rows = [f"{'kernel':{width}} {'size':>12} {'ms (CPU)':>9} {recorded.HEADER}"]
+    for i, t in enumerate(timings):
+        row = found.rows[i] if found else None
+        rows.append(f"{t.name:{width}} {f'{t.M}x{t.N}x{t.K}':>12} {t.ms:9.3f} {recorded.cells(row)}")
+    rows += [cpu_times(timings), recorded.footnote(found)]
+    return "\n".join(rows)
+
+
+def cpu_times(timings: list[Timing]) -> str:
+    """The line under a CPU table that says what its ms column is, and is not."""
+    labels = " / ".join(sorted({t.label for t in timings}))
+    return f"(ms (CPU): {labels}, one call each: no GPU's time, and no ratio of two is a speed-up)"
 
 
 def environment(backend=None) -> dict:

@@ -217,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("support", help="the support matrix, kept in results/ and drawn in SETUP.md and README.md")
     prof = sub.add_parser("profile", help="Nsight Compute counters of every rung, kept in results/")
     prof.add_argument("--size", type=int, default=4096)
-    prof.add_argument("--ladder", choices=("fp32", "fp16", "hopper"), default="fp32",
-                      help="fp32: labs 01-06's rungs; fp16: lab 07's matrix-core rungs; hopper: lab 08's")
+    prof.add_argument("--ladder", choices=("fp32", "fp16", "hopper", "lab00"), default="fp32",
+                      help="fp32: labs 01-06's rungs; fp16: lab 07's matrix-core rungs; hopper: lab 08's; "
+                           "lab00: lab 00's transposes (size x size)")
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()

@@ -28,7 +28,10 @@ from .resources import resource_report
 from .verify import GemmImpl, Report, verify
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "results"
+# Where a run on a GPU writes what it measured. KC_RESULTS sends it elsewhere: the notebooks
+# executed for the site (scripts/execute_notebooks.py) write to a scratch folder, so that the
+# committed files stay the ones the documents quote.
+RESULTS = Path(os.environ.get("KC_RESULTS") or REPO / "results")
 KINDS = ("c", "triton")          # what a lab may run: the .cu kernels, the Triton twins
 GPU_VENDOR = {"cuda": "nvidia", "hip": "amd"}
 
@@ -167,7 +170,7 @@ class LabRun:
             return None
         stem = f"{name}-{backend.device.slug}" + (f"-{size}" if size else "")
         path = bench.save(RESULTS / f"{stem}.json", payload, backend)
-        print(f"saved {path.relative_to(REPO)}")
+        print(f"saved {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
         return path
 
 

@@ -21,7 +21,9 @@ are saved to results/profile-<device>-<size>.json (ncu's whole raw page beside i
 and draw() makes the figure lab 06 explains (.png beside them; `make figures` redraws it).
 `--ladder fp16` profiles lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS in
 fp16 instead (results/profile-<device>-<size>-fp16.json, with the tensor pipes' counters);
-`--ladder hopper` lab 08's wgmma rungs and cuBLAS in fp16 (-hopper.json).
+`--ladder hopper` lab 08's wgmma rungs and cuBLAS in fp16 (-hopper.json); `--ladder lab00` lab
+00's three C transposes of size x size, with the global stores' sectors per request beside the
+loads' (-lab00.json).
 Without an NVIDIA GPU and ncu it says so and profiles nothing.
 `python -m kernelcourse.profile --reparse results/profile-....json` reads a saved page again. On AMD the same questions
 are answered by rocprofv3's counters: labs/06-warp-tiling/README.md gives the recipe.
@@ -59,6 +61,8 @@ METRICS = {
     "shared_store_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
     "global_load_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "global_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "global_store_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "global_store_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "l1_global_load_hit_pct": "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
     "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "dram_bytes_read": "dram__bytes_read.sum",
@@ -76,8 +80,41 @@ STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_a
 
 # ----------------------------------------------------------------------------- the child
 
-# fp32: labs 01-06's ladder; fp16: lab 07's matrix-core rungs; hopper: lab 08's wgmma rungs
-LADDERS = ("fp32", "fp16", "hopper")
+# fp32: labs 01-06's ladder; fp16: lab 07's matrix-core rungs; hopper: lab 08's wgmma rungs;
+# lab00: lab 00's three C transposes (size x size fp32, no GEMM; lab00_child runs them)
+LADDERS = ("fp32", "fp16", "hopper", "lab00")
+LAB00 = REPO / "labs" / "00-threads-and-memory"
+
+
+def lab00_kernels():
+    sys.path.insert(0, str(LAB00))
+    import lab_kernels
+    return lab_kernels.TRANSPOSES
+
+
+def lab00_child(size: int, order_file: Path) -> None:
+    """child() for lab 00: each transpose once unprofiled, then once profiled, on one
+    size x size input."""
+    import torch
+
+    from .backends import get_backend
+    from .ops import TRANSPOSE, Size
+    cuda = get_backend("cuda")
+    (host,) = TRANSPOSE.make_inputs(Size((size, size)), np.random.default_rng(0))
+    names, kernels = [], []
+    for kernel in lab00_kernels():
+        impl = kernel.c_impl(cuda)
+        source, out = cuda.to_device(host), cuda.to_device(np.zeros((size, size), np.float32))
+        for _ in range(2):                           # compile, load: unprofiled
+            impl(source, out, size, size)
+        cuda.synchronize()
+        torch.cuda.profiler.start()
+        impl(source, out, size, size)
+        cuda.synchronize()
+        torch.cuda.profiler.stop()
+        names.append(impl.name)
+        kernels.append(kernel.kernel)
+    order_file.write_text(json.dumps({"names": names, "kernels": kernels}))
 
 
 def profiled(ladder: str) -> tuple[list, list, str]:
@@ -156,6 +193,8 @@ def parse(raw_csv: str, names: list[str], kernels: list | None = None) -> list[d
         record["units"] = {key: units.get(metric) for key, metric in METRICS.items() if units.get(metric)}
         if record["global_load_requests"]:
             record["global_load_sectors_per_request"] = record["global_load_sectors"] / record["global_load_requests"]
+        if record["global_store_requests"]:
+            record["global_store_sectors_per_request"] = record["global_store_sectors"] / record["global_store_requests"]
         stalls = {name[len(STALL_PREFIX):-len(STALL_SUFFIX)]: _number(value) for name, value in row.items()
                   if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)}
         record["stalls"] = dict(sorted(((k, v) for k, v in stalls.items() if v is not None),
@@ -175,8 +214,10 @@ def _number(text):
 
 def ncu_command(ncu: str, order_file: Path, size: int, ladder: str = "fp32") -> list[str]:
     sections = [arg for s in SECTIONS for arg in ("--section", s)]
+    # lab 00 asks for its counters by name too: the stores' sectors are in no section of every ncu
+    metrics = ["--metrics", ",".join(METRICS.values())] if ladder == "lab00" else []
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            *sections, "--csv", "--page", "raw",
+            *sections, *metrics, "--csv", "--page", "raw",
             sys.executable, "-m", "kernelcourse.profile", "--child", str(size), str(order_file), ladder]
 
 
@@ -191,7 +232,10 @@ def reparse(path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
-        child(int(argv[1]), Path(argv[2]), *argv[3:4])
+        if argv[3:4] == ["lab00"]:
+            lab00_child(int(argv[1]), Path(argv[2]))
+        else:
+            child(int(argv[1]), Path(argv[2]), *argv[3:4])
         return 0
     if argv[:1] == ["--reparse"]:
         reparse(Path(argv[1]))
@@ -229,14 +273,20 @@ def main(argv: list[str]) -> int:
     from .backends import get_backend
     what = {"fp32": "every C rung of labs 01-06, their Triton twins, lab 05's Triton GEMM and cuBLAS SGEMM",
             "fp16": "lab 07's matrix-core rungs, lab 05's Triton GEMM and cuBLAS",
-            "hopper": "lab 08's wgmma rungs and cuBLAS"}[ladder]
-    ladder_rungs = {"fp32": rungs.FP32, "fp16": rungs.MATRIX_CORE, "hopper": rungs.HOPPER}[ladder]
+            "hopper": "lab 08's wgmma rungs and cuBLAS",
+            "lab00": "lab 00's three C transposes (size x size fp32)"}[ladder]
+    if ladder == "lab00":
+        defines = {kernel.name: kernel.defines for kernel in lab00_kernels()}
+    else:
+        ladder_rungs = {"fp32": rungs.FP32, "fp16": rungs.MATRIX_CORE, "hopper": rungs.HOPPER}[ladder]
+        defines = {rung.name: rung.build(device.lockstep_width).tile_for(size, size, device.multiprocessors).defines
+                   for rung in ladder_rungs}
     path = bench.save(RESULTS / f"{stem}.json", {
-        "what": f"Nsight Compute ({version}, --clock-control none) on {what} at {size}^3, "
+        "what": f"Nsight Compute ({version}, --clock-control none) on {what} at "
+                f"{f'{size} x {size}' if ladder == 'lab00' else f'{size}^3'}, "
                 f"{ladder}: one profiled call each, after warm-up",
         "size": size, "ladder": ladder, "sections": list(SECTIONS), "metrics": METRICS, "kernels": records,
-        "defines": {rung.name: rung.build(device.lockstep_width).tile_for(size, size, device.multiprocessors).defines
-                    for rung in ladder_rungs},
+        "defines": defines,
     }, get_backend("cuda"))
     for r in records:
         top = ", ".join(f"{k} {v:.1f}" for k, v in list(r["stalls"].items())[:3])

@@ -15,12 +15,17 @@
       [67 TFLOP/s](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp32")
       [14](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp32 / H200.hbm")
 
+      [144 KB](../labs/05-triton-gemm/configs.py "arithmetic: 3 * (128 + 256) * 64 * 2 / 1024")
+
   `measured:` links to a JSON file in results/ (which must name its device) and gives a
   path into it; `datasheet:` links to a REFERENCES.md anchor that names the device and gives
-  keys of kernelcourse.roofline.DATASHEET. Either may combine values and numbers with `*`
-  and `/`. The first number of the link text must equal the value rounded to as many
-  decimals as the text shows.
-* In a module, every rate, bandwidth, time or percentage in prose carries such a marker.
+  keys of kernelcourse.roofline.DATASHEET; `arithmetic:` is numbers only, and links to
+  where they come from (the code, a section, a results file that is not JSON). Each may
+  combine values and numbers with `+`, `-`, `*`, `/` and parentheses. The first number of
+  the link text must equal the value rounded to as many decimals as the text shows.
+* In student-facing text (README.md, GLOSSARY.md, modules/, labs/, exercises/, solutions/),
+  every number with a unit in prose (a rate, a bandwidth, a time, a size in bytes, a
+  percentage) carries such a marker.
 """
 from __future__ import annotations
 
@@ -45,9 +50,16 @@ HTML_ID = re.compile(r"<[a-z][^>]*?\b(?:id|name)=\"([^\"]+)\"", re.I)
 ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-MARKER_TITLE = re.compile(r"^(measured|datasheet):\s*(.+)$")
-# Rates, bandwidths, times and percentages: the figures a module may quote only with a marker.
-UNIT_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s*(?:%|(?:TFLOP/s|GFLOP/s|TB/s|GB/s|ms|µs)(?![\w/]))")
+MARKER_TITLE = re.compile(r"^(measured|datasheet|arithmetic):\s*(.+)$")
+# Rates, bandwidths, times, sizes and percentages: the figures student-facing text may quote
+# only with a marker.
+UNITS = ("TFLOP/s", "GFLOP/s", "TB/s", "GB/s", "ms", "µs", "ns", "s",
+         "KB", "KiB", "MB", "MiB", "GB", "GiB")
+UNIT_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s*(?:%|(?:" + "|".join(map(re.escape, UNITS))
+                         + r")(?![\w/]))")
+# The files a student reads: the course map, the glossary, and what the course folders hold.
+STUDENT_FACING = ("README.md", "GLOSSARY.md")
+STUDENT_FOLDERS = ("modules", "labs", "exercises", "solutions")
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,15 @@ def markdown_files(repo: Path) -> list[Path]:
         if not any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
             found.append(path)
     return found
+
+
+def student_facing_files(repo: Path) -> list[Path]:
+    """The Markdown files a student reads: README.md, GLOSSARY.md and every *.md under
+    modules/, labs/, exercises/ and solutions/."""
+    repo = repo.resolve()
+    return [path for path in markdown_files(repo)
+            if str(path.relative_to(repo)) in STUDENT_FACING
+            or path.relative_to(repo).parts[0] in STUDENT_FOLDERS]
 
 
 def prose_lines(text: str) -> list[str]:
@@ -283,15 +304,58 @@ def json_value(data, path: str):
     return value
 
 
+EXPRESSION_TOKEN = re.compile(r"\s*(?:([()+\-*/])|([^\s()+\-*/]+))")
+
+
 def evaluate(expression: str, operand) -> float:
-    """`a * b / c` left to right; each operand a number or whatever `operand(name)` gives."""
-    tokens = re.split(r"\s*([*/])\s*", expression.strip())
-    def value(token):
+    """`a * (b + c) / d` with the usual precedence; each operand a number or whatever
+    `operand(name)` gives. ValueError for an expression that does not parse."""
+    tokens = [op or word for op, word in EXPRESSION_TOKEN.findall(expression.strip())]
+    position = 0
+
+    def peek():
+        return tokens[position] if position < len(tokens) else None
+
+    def take():
+        nonlocal position
+        position += 1
+        return tokens[position - 1]
+
+    def atom() -> float:
+        token = peek()
+        if token is None or token in "+*/)":
+            raise ValueError(f"an operand is missing in '{expression}'")
+        take()
+        if token == "-":
+            return -atom()
+        if token == "(":
+            inner = total()
+            if peek() != ")":
+                raise ValueError(f"a ')' is missing in '{expression}'")
+            take()
+            return inner
         return float(token) if NUMBER.fullmatch(token) else float(operand(token))
-    result = value(tokens[0])
-    for op, token in zip(tokens[1::2], tokens[2::2]):
-        result = result * value(token) if op == "*" else result / value(token)
+
+    def product() -> float:
+        result = atom()
+        while peek() in ("*", "/"):
+            result = result * atom() if take() == "*" else result / atom()
+        return result
+
+    def total() -> float:
+        result = product()
+        while peek() in ("+", "-"):
+            result = result + product() if take() == "+" else result - product()
+        return result
+
+    result = total()
+    if peek() is not None:
+        raise ValueError(f"'{peek()}' is left over in '{expression}'")
     return result
+
+
+def no_names(name: str) -> float:
+    raise ValueError(f"an arithmetic marker holds numbers only, not '{name}'")
 
 
 def datasheet_value(name: str) -> float:
@@ -330,6 +394,12 @@ def marker_problems(repo: Path) -> list[str]:
                                     "(environment.device.name)")
                     continue
                 operand = partial(json_value, data)
+            elif kind == "arithmetic":
+                if not link.target or is_external(link.target):
+                    problems.append(f"{label}: an arithmetic marker must link to where its "
+                                    "numbers come from")
+                    continue
+                operand = no_names
             else:
                 devices = {name.partition(".")[0] for name in re.findall(r"[A-Za-z]\w*\.\w+", expression)}
                 if path != repo / "REFERENCES.md" or not anchor \
@@ -349,15 +419,19 @@ def marker_problems(repo: Path) -> list[str]:
     return problems
 
 
-def unmarked_figures(path: Path) -> list[str]:
-    """Rates, bandwidths, times and percentages in prose that carry no marker."""
+def unmarked_figures(path: Path, root: Path | None = None) -> list[str]:
+    """Rates, bandwidths, times, sizes and percentages in prose that carry no marker. An
+    image's alt text is not read: it cannot hold a link, and it describes a figure that
+    code draws from the results."""
     problems = []
     for number, line in enumerate(prose_lines(path.read_text(encoding="utf-8")), 1):
         line = without_code_spans(line)
+        line = LINK.sub(lambda m: " " if m.group().startswith("!") else m.group(), line)
         line = LINK.sub(lambda m: " " if MARKER_TITLE.match(m.group(3) or "") else m.group(), line)
         for m in UNIT_FIGURE.finditer(line):
-            problems.append(f"{path.name}:{number}: '{m.group()}' is neither marked measured "
-                            "nor marked as a datasheet figure")
+            where = path.resolve().relative_to(root.resolve()) if root else path.name
+            problems.append(f"{where}:{number}: '{m.group()}' is not marked as measured, "
+                            "as a datasheet figure or as arithmetic")
     return problems
 
 

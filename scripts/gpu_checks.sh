@@ -3,8 +3,8 @@
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
 # Steps: test-gpu (the gpu-marked tests, GPU_WORKERS=4 pytest workers; summary kept in results/), test-gpu:PATH[,PATH]
 # (those test files only, their summary appended to results/, for a run split over calls
-# that each have a time limit; GPU_TESTS_K=EXPR: only the tests pytest -k EXPR selects), bench-library, lab01 ..
-# lab05 (each at its default size), lab04-1000 (every boundary guard), run-to-run (the
+# that each have a time limit; GPU_TESTS_K=EXPR: only the tests pytest -k EXPR selects), bench-library, lab00 ..
+# lab05 (each at its default size; lab00: vector add and transposes against the copy, 8192), lab04-1000 (every boundary guard), run-to-run (the
 # spread between repeated timings of lab 05's TMA kernel at 8192), autotune-noise (each TMA
 # candidate at 512-2048 timed by three clocks, and the autotuner's picks with two), launch-overhead (small
 # GEMMs timed with and without the harness's hold, and the host's time per call), check-sanitize (what
@@ -12,16 +12,25 @@
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared; GRADE_JOBS=4 runs one of them), simt-top (lab 06's rungs and
 # its tile sweep against cuBLAS), grade-04 (exercise 04's folder: the solution, the stub and
-# four known-wrong pipelines, graded with performance points beside lab 08's kernel), profile (Nsight Compute counters of every rung at 4096^3),
+# four known-wrong pipelines, graded with performance points beside lab 08's kernel), grade-sharded
+# (exercise 01's folder graded as 3 tasks by the cluster's grader, CLUSTER=local, and by one
+# JOBS=4 run, the grades compared, performance points aside), profile (Nsight Compute counters of every rung at 4096^3),
 # profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16), profile-hopper
-# (lab 08's wgmma rungs and cuBLAS in fp16), dynamic-shared
-# (lab 07's pipeline with its stages in dynamic shared memory, larger configurations timed).
+# (lab 08's wgmma rungs and cuBLAS in fp16), profile-lab00 (lab 00's three C transposes at 8192 x 8192:
+# sectors per request, shared-memory wavefronts and bank conflicts), dynamic-shared
+# (lab 07's pipeline with its stages in dynamic shared memory, larger configurations timed),
+# notebooks (every labs/*/lab.ipynb executed at its GPU size, outputs and plots kept, into
+# results/notebooks/<lab>.ipynb: scripts/execute_notebooks.py; notebooks:05,07 those labs only,
+# for a run split over calls that each have a time limit; where this Python has no
+# nbclient and ipykernel they are installed into build/notebook-env/ from build/notebook-wheels/,
+# which `make notebook-wheels` makes on a machine with PyPI).
 # Default: all of them.
-# A summary and one tarball (logs + results/) go to OUTPUT_DIR.
+# A summary and one tarball (the logs, and the results/ files this run wrote), remade after every
+# step, go to OUTPUT_DIR.
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade grade-04 simt-top profile profile-fp16 profile-hopper dynamic-shared}
+steps=${*:-test-gpu bench-library lab00 lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade grade-04 grade-sharded simt-top profile profile-fp16 profile-hopper profile-lab00 dynamic-shared notebooks}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -52,7 +61,18 @@ run_step() {
     profile)       "$py" -m kernelcourse profile --size 4096 ;;
     profile-fp16)  "$py" -m kernelcourse profile --size 4096 --ladder fp16 ;;
     profile-hopper) "$py" -m kernelcourse profile --size 4096 --ladder hopper ;;
+    profile-lab00) "$py" -m kernelcourse profile --size 8192 --ladder lab00 ;;
     dynamic-shared) "$py" labs/07-tensor-cores/dynamic_shared.py ;;
+    notebooks|notebooks:*) if ! "$py" -c 'import nbclient, ipykernel' 2>/dev/null; then
+                     [ -d build/notebook-wheels ] || { echo "no nbclient and ipykernel here, and no"\
+                       "build/notebook-wheels/ to install them from: make notebook-wheels (with PyPI), then carry it"; return 1; }
+                     "$py" -m pip install -q --no-index --find-links build/notebook-wheels \
+                       --target build/notebook-env nbclient nbformat ipykernel || return 1
+                     # after this Python's own packages, so that none of them is replaced
+                     export PYTHONPATH=$PYTHONPATH:$PWD/build/notebook-env
+                   fi
+                   labs=${1#notebooks}; IFS=, read -ra labs <<< "${labs#:}"
+                   "$py" scripts/execute_notebooks.py --out results/notebooks "${labs[@]}" ;;
     grade)         subs=build/grade-subs-01; rm -rf "$subs" build/grade-01-jobs*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1
                    for jobs in ${GRADE_JOBS:-1 4}; do
@@ -73,6 +93,17 @@ run_step() {
                      --out build/grade-04 --test-time-limit 120 || return 1
                    "$py" -c 'import csv, sys; [print(r["student"], r["total"], "of", r["max"]) for r in csv.DictReader(open(sys.argv[1]))]' \
                      build/grade-04/grades.csv ;;
+    grade-sharded) subs=build/grade-subs-01-sharded; rm -rf "$subs" build/grade-01-sharded*
+                   "$py" tests/grading/submissions.py 01 "$subs" || return 1
+                   for how in jobs4 tasks3; do       # one JOBS=4 run, then 3 tasks (JOBS=4 each) here
+                     began=$(date +%s)
+                     GRADE_SEED=20261201 "$py" -m kernelcourse.grade "$subs" --exercise 01 --jobs 4 \
+                       --out "build/grade-01-sharded-$how" --test-time-limit 60 \
+                       $([ $how = tasks3 ] && echo --cluster local --tasks 3) || return 1
+                     echo "$how: $(( $(date +%s) - began )) s"
+                   done
+                   "$py" -m kernelcourse.grade.compare build/grade-01-sharded-jobs4/grades.csv \
+                     build/grade-01-sharded-tasks3/grades.csv --performance-aside ;;
     check-sanitize) dir=build/variants/reads_past_inputs     # what a student sees
                    "$py" tests/exercise_variants.py 01 reads_past_inputs "$dir" &&
                    "$py" -m kernelcourse.check 01 --folder "$dir" --backend cuda;
@@ -107,6 +138,18 @@ for step in $steps; do
            "--test-time-limit 120"; grep -E '^  (probe|solution|stub|variant|cheat)|graded in' "$log"; } \
       > "results/grade-04-$device/runs.txt"
   fi
+  if [ "$step" = grade-sharded ]; then  # the tasks' grades, where each ran, the comparison
+    mkdir -p "results/grade-sharded-$device"
+    for f in grades.csv tasks.csv summary.json; do
+      cp "build/grade-01-sharded-tasks3/$f" "results/grade-sharded-$device/$f" 2>/dev/null
+    done
+    cp build/grade-01-sharded-jobs4/summary.json "results/grade-sharded-$device/summary-jobs4.json" 2>/dev/null
+    { echo "scripts/gpu_checks.sh grade-sharded on $device, $(date -u +%FT%TZ): GRADE_SEED=20261201,"\
+           "--test-time-limit 60, --jobs 4, then --cluster local --tasks 3"
+      grep -E '^(jobs4|tasks3): |^  task |graded in|^build/|^  [^ ]+: ' "$log" | grep -vE '^  (probe|isolation): ' \
+        | sed "s|$PWD/||g"                 # paths from the course's folder, not this machine's
+    } > "results/grade-sharded-$device/runs.txt"
+  fi
   if [ "$step" = check-sanitize ]; then
     { echo "make check EX=01 on exercise 01's reads_past_inputs variant (tests/exercise_variants.py),"\
            "plain then SANITIZE=1, on $device, $(date -u +%FT%TZ)"; cat "$log"; } > "results/check-sanitize-$device.txt"
@@ -122,11 +165,11 @@ for step in $steps; do
       grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|^=+ .*(passed|failed)' "$log"
     } >> "$summary"
   fi
-  # what the steps so far wrote (only files of this run: a machine may return few), after
-  # each one: a call cut short still returns them
-  (cd results && find . -type f -newer "$logs/began" -exec cp --parents {} "$out/" \;)
-  cp "$log" "$out/" 2>/dev/null
+  # After each step, one tarball in OUTPUT_DIR of every log so far and of the results/ files
+  # this run wrote (a machine may return only a few files, and a call cut short still returns
+  # what the finished steps made): logs/ and results/ inside it.
+  mkdir -p "$logs/results"
+  (cd results && find . -type f -newer "$logs/began" -exec cp --parents {} "$logs/results/" \;)
+  tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 done
-cp -r results "$logs/" 2>/dev/null
-tar czf "$out/gpu-run.tar.gz" -C "$logs" .
 cat "$out/summary.txt"

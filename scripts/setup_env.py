@@ -20,6 +20,10 @@ main asks every question before it makes the venv, so that a refusal leaves no h
 .venv behind. The one exception is the CPU set's local-wheel check, which runs the venv's pip
 (the system python3 may have none): there the venv comes first (torch_needs_the_venv).
 
+`setup_env.py --here` is for a notebook opened alone in a hosted Jupyter (kernelcourse/hosted.py's
+first cell runs it): no venv; the packages this machine needs go into the Python that runs the
+script, and a torch already there (a hosted GPU machine's own build) is kept (here_steps).
+
 Environment variables override what the script finds: PLATFORM=cpu|nvidia|amd,
 CUDA_MAJOR=12|13, ROCM_VERSION=X.Y, TORCH_INDEX=<index url>|pypi.
 """
@@ -149,6 +153,33 @@ def course_step(m: Machine) -> Step:
         pin, why = hip_python_for(rocm_release(m))
         return Step(f"course: .[dev] and {why}", pip_install("-e", ".[dev]", pin))
     raise SetupError(f"PLATFORM={m.platform}: expected cpu, nvidia or amd")
+
+
+def here_steps(m: Machine, probes: Probes, torch_found: str | None, project: dict) -> list[Step]:
+    """--here: the course's dependencies and its platform's extra, into this Python. torch_found:
+    the version of a torch this Python already has (kept: a hosted GPU machine's build matches
+    its driver), or None. project: pyproject.toml's [project] table."""
+    system_supported(m)
+    extras = project["optional-dependencies"]
+    if m.platform == "cpu":
+        wanted, why = extras["cpu"], "the cpu extra"
+    elif m.platform == "nvidia":
+        major = supported_cuda_major(m)
+        wanted, why = extras[f"nvidia-cu{major}"], f"CuPy for the driver's CUDA {major}"
+    elif m.platform == "amd":
+        pin, why = hip_python_for(rocm_release(m))
+        wanted = [pin]
+    else:
+        raise SetupError(f"PLATFORM={m.platform}: expected cpu, nvidia or amd")
+    steps = []
+    if torch_found:
+        print(f"torch: {torch_found}, this Python's own (kept)")
+    else:
+        steps.append(torch_step(m, probes))
+    needed = [d for d in project["dependencies"] if not (torch_found and d.startswith("torch"))]
+    steps.append(Step(f"course: its dependencies and {why}, into this Python (--here)",
+                      pip_install(*needed, *wanted)))
+    return steps
 
 
 def supported_cuda_major(m: Machine) -> str:
@@ -317,7 +348,7 @@ def venv_tool() -> str | None:
 class Probes:
     """The two questions that take time; the decisions ask them only when they need the answer."""
 
-    def __init__(self, venv: str):
+    def __init__(self, venv: str | None):
         self.venv = venv
 
     def local_wheel(self, spec: str) -> str | None:
@@ -343,11 +374,14 @@ class Probes:
             return IndexAnswer(no_answer=str(getattr(e, "reason", e)))
 
 
-def in_venv(argv: tuple[str, ...], venv: str) -> tuple[str, ...]:
-    return (f"{venv}/bin/pip", *argv[1:]) if argv[0] == "pip" else argv
+def in_venv(argv: tuple[str, ...], venv: str | None) -> tuple[str, ...]:
+    """A Step's argv with its `pip` made the venv's, or (venv None: --here) this Python's."""
+    if argv[0] != "pip":
+        return argv
+    return (f"{venv}/bin/pip", *argv[1:]) if venv else (sys.executable, "-m", "pip", *argv[1:])
 
 
-def run(steps: list[Step], venv: str) -> None:
+def run(steps: list[Step], venv: str | None) -> None:
     for step in steps:
         argv = in_venv(step.argv, venv)
         print(step.why)
@@ -355,13 +389,35 @@ def run(steps: list[Step], venv: str) -> None:
         subprocess.run(argv, check=True)
 
 
+def torch_here() -> str | None:
+    """The version of the torch this Python has, or None."""
+    if find_spec("torch") is None:
+        return None
+    from importlib.metadata import version
+    return version("torch")
+
+
+def project_table() -> dict:
+    """pyproject.toml's [project]: its dependencies and extras, for --here."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        raise SetupError("--here reads pyproject.toml with tomllib, which needs Python 3.11 or "
+                         "newer; this is " + platform.python_version()) from None
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
 def main(argv: list[str]) -> int:
-    venv = argv[1] if len(argv) > 1 else ".venv"
+    here = argv[1:] == ["--here"]
+    venv = None if here else argv[1] if len(argv) > 1 else ".venv"
     os.chdir(ROOT)
     machine = read_machine(os.environ)
     print(f"platform: {machine.platform} ({machine.platform_why})")
     probes = Probes(venv)
     try:
+        if here:
+            run(here_steps(machine, probes, torch_here(), project_table()), venv)
+            return 0
         course = course_step(machine)  # first, so that an unsupported machine is refused at once
         make_venv = venv_steps(machine, venv)
         if torch_needs_the_venv(machine):  # the local-wheel check runs the venv's pip

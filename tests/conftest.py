@@ -107,18 +107,26 @@ SLOW = {
     "test_cpu_aarch64.py": r"test_the_runtime_gives|test_the_drivers_gemm|test_aarch64_under_qemu|test_aarch64_makes",
     "test_cpu_backend.py": r"test_each_rung_of_the_ladder|test_each_broken_tiled_kernel|test_a_grid_rounded_down"
                            r"|test_an_fp16_accumulator|test_a_kernel_that_never_finishes|test_a_read_past_the_end",
+    "test_cpu_shared.py": r"test_the_shared_section_holds",
     "test_diagnosis.py": r"test_a_variant_fails|test_a_hang_is_shown",
+    "test_executed_notebooks.py": r"test_the_script_executes_a_lab_here",
+    "test_exercise_00.py": r"test_a_known_wrong_kernel|test_a_stub_whose_code|test_the_grader",
     "test_exercise_folders.py": r"test_the_notebook_runs",
     "test_exercises.py": r"test_0[12]_|test_a_known_wrong_answer",
     "test_figures.py": r"test_the_script_writes_every_figure",
     "test_grade.py": r"",
     "test_hopper_cpu.py": r"test_passes_the_cpu_suite",
     "test_lab_backends.py": r"test_a_lab_runs_or_says",
+    "test_lab00.py": r"test_each_c_kernel_passes|test_each_triton_twin_passes|test_a_broken_kernel_is_given",
     "test_ladder.py": r"test_twin_passes_verification|test_the_c_rungs_agree_bit_for_bit",
+    "test_make_notebooks.py": r"test_make_notebooks_serves",
     "test_matrix_cores.py": r"test_passes_the_cpu_suite|test_the_copying_rungs_pass|test_compiles_for_"
                             r"|test_each_build_takes_arrays|test_bf16_is_rounded",
+    "test_recorded.py": r"test_a_cpu_run_of_the_ladder",
     "test_simt_top.py": r"test_passes_the_cpu_suite|test_configurations_of_the_sweep_pass|test_every_configuration_of_the_sweep"
                         r"|test_misaligned_pointers_on_the_cpu|test_the_sweep_runs_end_to_end",
+    "test_site.py": r"test_every_page|test_every_anchor|test_the_module|test_the_notebooks|test_the_glossary|test_the_checker"
+                    r"|test_a_broken_anchor",
     "test_support.py": r"test_a_sample_of_compiled_cells",
     "test_suite_rules.py": r"test_a_missing_compiler|test_where_the_compilers_are_required",
     "test_triton_bounds.py": r"test_verify_names|test_make_check_and_the_grader|test_the_course_twins_pass"
@@ -127,6 +135,7 @@ SLOW = {
     "test_verify.py": r"test_correct_triton_gemm|test_each_bug_is_caught|test_missing_k_mask|test_out_of_bounds_write"
                       r"|test_unwritten_elements",
     "grading/test_channel.py": r"test_a_second_writer",
+    "grading/test_cluster.py": r"test_slurm_tasks|test_a_killed_task|test_the_local_tasks",
     "grading/test_gradescope_and_users.py": r"test_the_gradescope_zip",
     "grading/test_runner_robustness.py": r"",
     "grading/test_static_checks.py": r"test_the_static_check_is_the_defence",

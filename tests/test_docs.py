@@ -3,13 +3,14 @@ import json
 
 import pytest
 
-from doccheck import (anchors, course_map_problems, glossary_problems, link_problems,
-                      marker_problems, markdown_files, matches, slug, unmarked_figures)
+from doccheck import (anchors, course_map_problems, evaluate, glossary_problems, link_problems,
+                      marker_problems, markdown_files, matches, no_names, slug,
+                      student_facing_files, unmarked_figures)
 from kernelcourse.lab import REPO
 
 pytestmark = [pytest.mark.docs]
 
-MODULES = sorted((REPO / "modules").glob("*.md"))
+STUDENT_FACING = student_facing_files(REPO)
 
 
 def _report(problems):
@@ -38,9 +39,9 @@ def test_every_marked_number_matches_its_source():
     assert not problems, _report(problems)
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
-def test_module_marks_every_rate_time_and_percentage(module):
-    problems = unmarked_figures(module)
+@pytest.mark.parametrize("page", STUDENT_FACING, ids=lambda p: str(p.relative_to(REPO)))
+def test_student_facing_text_marks_every_number_with_a_unit(page):
+    problems = unmarked_figures(page, REPO)
     assert not problems, _report(problems)
 
 
@@ -50,6 +51,10 @@ def test_the_checks_see_the_course():
     names = {str(p.relative_to(REPO)) for p in markdown_files(REPO)}
     assert {"README.md", "GLOSSARY.md", "REFERENCES.md", "labs/02-tiled/README.md",
             "exercises/03-intensity-math/README.md", "modules/A06-tiled-gemm.md"} <= names
+    facing = {str(p.relative_to(REPO)) for p in STUDENT_FACING}
+    assert {"README.md", "GLOSSARY.md", "modules/A06-tiled-gemm.md", "labs/05-triton-gemm/README.md",
+            "exercises/03-intensity-math/README.md", "solutions/03-intensity-math/README.md"} <= facing
+    assert "REFERENCES.md" not in facing and "ARCHITECTURE.md" not in facing
     module = (REPO / "modules" / "A06-tiled-gemm.md").read_text(encoding="utf-8")
     assert module.count('"measured: ') >= 20 and module.count('"datasheet: ') >= 5
 
@@ -108,6 +113,7 @@ GOOD_MODULE = ("# M\n## Section one\n"
                '[11.4%](../results/run.json "measured: rows[0].timing.of_library * 100"), '
                '[67 TFLOP/s](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp32"), '
                '[14 FLOP/byte](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp32 / H200.hbm"), '
+               '[144 KB](../labs/01-a/README.md "arithmetic: 3 * (128 + 256) * 64 * 2 / 1024"), '
                "[back](#section-one), [lab](../labs/01-a/README.md#what-it-teaches).\n"
                "```\n3 ms in a code block is not prose\n```\n")
 
@@ -146,6 +152,10 @@ def test_broken_links_are_named(tmp_path, bad, expected):
     ('[68 TFLOP/s](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp32")', "shows 68"),
     ('[3.35 TB/s](../REFERENCES.md#nvidia-h200 "datasheet: H100.hbm")', "anchor of its device"),
     ('[67](../REFERENCES.md#nvidia-h200 "datasheet: H200.fp64")', "has no value"),
+    ('[145 KB](../labs/01-a/README.md "arithmetic: 3 * (128 + 256) * 64 * 2 / 1024")', "shows 145"),
+    ('[5.86](../labs/01-a/README.md "arithmetic: rows[0].timing.tflops")', "numbers only"),
+    ('[64 MiB](https://example.com "arithmetic: 4096 * 4096 * 4 / 1048576")', "link to where"),
+    ('[64 MiB](../labs/01-a/README.md "arithmetic: 4096 * (4096 * 4 / 1048576")', "has no value"),
 ])
 def test_wrong_marked_numbers_are_named(tmp_path, bad, expected):
     repo = _tiny_repo(tmp_path, GOOD_MODULE + bad + "\n", GOOD_README)
@@ -154,11 +164,44 @@ def test_wrong_marked_numbers_are_named(tmp_path, bad, expected):
 
 
 @pytest.mark.parametrize("bad", ["It takes 23.4 ms.", "about 5.86 TFLOP/s", "11.4% of cuBLAS",
-                                 "4.8 TB/s of HBM", "| naive | 5858 GFLOP/s |"])
-def test_unmarked_figures_in_a_module_are_named(tmp_path, bad):
+                                 "4.8 TB/s of HBM", "| naive | 5858 GFLOP/s |", "an L2 of 60 MiB",
+                                 "144 KB of shared memory", "about 40 s", "98 µs", "a 1.6 GB read"])
+def test_unmarked_figures_are_named(tmp_path, bad):
     repo = _tiny_repo(tmp_path, GOOD_MODULE + bad + "\n", GOOD_README)
     problems = unmarked_figures(repo / "modules" / "m.md")
-    assert len(problems) == 1 and "neither marked" in problems[0], problems
+    assert len(problems) == 1 and "not marked" in problems[0], problems
+
+
+@pytest.mark.parametrize("fine", ["128x256x64 s4 w8", "`40 s` in code", "sm_90 and 64-bit", "K = 512",
+                                  "![a 549.8 GB bar](figure.png)"])
+def test_numbers_without_a_unit_pass(tmp_path, fine):
+    repo = _tiny_repo(tmp_path, GOOD_MODULE + fine + "\n", GOOD_README)
+    assert unmarked_figures(repo / "modules" / "m.md") == []
+
+
+def test_student_facing_files_are_the_course_folders_readme_and_glossary(tmp_path):
+    repo = _tiny_repo(tmp_path, GOOD_MODULE, GOOD_README)
+    (tmp_path / "solutions" / "01-c").mkdir(parents=True)
+    (tmp_path / "solutions" / "01-c" / "README.md").write_text("It took 23.4 ms.\n")
+    (tmp_path / "NOTES.md").write_text("It took 23.4 ms.\n")
+    names = {str(p.relative_to(repo.resolve())) for p in student_facing_files(repo)}
+    assert names == {"README.md", "GLOSSARY.md", "modules/m.md", "labs/01-a/README.md",
+                     "labs/02-b/README.md", "exercises/01-c/README.md", "solutions/01-c/README.md"}
+    assert len(unmarked_figures(tmp_path / "solutions" / "01-c" / "README.md")) == 1
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("2 * 3 + 4", 10.0), ("2 * (3 + 4)", 14.0), ("10 - 4 - 3", 3.0), ("12 / 3 / 2", 2.0),
+    ("-2 * 3", -6.0), ("1 - 0.25 * 4", 0.0),
+])
+def test_arithmetic_has_the_usual_precedence(expression, value):
+    assert evaluate(expression, no_names) == value
+
+
+@pytest.mark.parametrize("bad", ["2 *", "(2 + 3", "2 3", "2 + x"])
+def test_malformed_arithmetic_is_refused(bad):
+    with pytest.raises(ValueError):
+        evaluate(bad, no_names)
 
 
 @pytest.mark.parametrize("readme, expected", [

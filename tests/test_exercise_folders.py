@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.check]
 EXERCISES = sorted(p for p in (REPO / "exercises").iterdir() if (p / "spec.py").is_file())
 # The check's last line as each notebook prints it: on the files as shipped, on the solution's.
 NOTEBOOK_SAYS = {
+    "00-shared-transpose": ("FAIL: 0 of 1 right, 0 wrong, 1 not written yet. Next: transpose_shared.cu.",
+                            "PASS: transpose_shared.cu gives out = in^T on every size of the suite"),
     "01-tiled-matmul": ("FAIL: 0 of 2 right, 0 wrong, 2 not written yet. Next: tiled.cu.",
                         "PASS: tiled.cu and tiled_triton.py give C = A @ B on every shape of the suite"),
     "02-ragged-dims": ("FAIL: 0 of 1 right, 1 wrong, 0 not written yet. Next: tiled_faulty.cu.",
@@ -33,7 +35,7 @@ def test_the_files_are_declared_once_and_the_check_and_the_grader_name_no_other(
     assert all((exercise / name).is_file() for name in files), files
     grading = spec.load(exercise)
     assert grading.files == files
-    named = {t.file for t in grading.tests if isinstance(t, spec.GemmTest)}
+    named = {t.file for t in grading.tests if isinstance(t, (spec.GemmTest, spec.OpTest))}
     checks = check.description(exercise)
     if getattr(checks, "NOUN", "function") == "file":         # its cases are the files themselves
         named |= {case.name for case in checks.CASES}

@@ -11,7 +11,8 @@ checked against the schema, and the folders are hashed before and after.
 
 The grader's other tests are in tests/grading/: its static checks (test_static_checks.py),
 what a GPU changes and the timing (test_timing_and_gpus.py), Gradescope's zip and the users
-its children run as (test_gradescope_and_users.py), and each of its layers alone.
+its children run as (test_gradescope_and_users.py), a class graded as Slurm tasks
+(test_cluster.py), and each of its layers alone.
 """
 import csv
 import json

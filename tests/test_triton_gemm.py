@@ -196,6 +196,11 @@ def test_path_rule_device_and_dtype():
     for arch, dtype in (("sm_90", fp32), ("sm_80", fp16), ("sm_89", fp16), ("sm_120", fp16),
                         ("gfx942", fp16), ("gfx90a", bf16), (None, fp16)):
         assert dispatch.tma_unavailable(arch, dtype), (arch, dtype)
+    # the support matrix's rules, by name: no TMA engine before sm_90; sm_120 has the engine
+    # but gives a block 99 KB of shared memory, less than the smallest TMA candidate needs
+    assert "predates TMA" in dispatch.tma_unavailable("sm_89", fp16)
+    assert "shared memory" in dispatch.tma_unavailable("sm_120", fp16)
+    assert "101376 B" in dispatch.tma_unavailable("sm_120", fp16)
 
 
 def test_path_rule_alignment():

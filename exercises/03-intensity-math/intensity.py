@@ -19,7 +19,8 @@ the check compares you with):
 * Peak rates come in TFLOP/s (10^12 FLOP per second), bandwidths in TB/s (10^12 bytes
   per second), as in the datasheet table kernelcourse.roofline.DATASHEET.
 
-Use plain Python arithmetic; nothing needs importing.
+Plain Python arithmetic is enough; the one import a function here may want is `import math`
+(for math.ceil, in smallest_tile_to_cross).
 """
 
 MAX_THREADS_PER_BLOCK = 1024     # the hardware limit on NVIDIA and AMD GPUs alike

@@ -163,6 +163,9 @@ def launchers_source(src: KernelSource, entry_points: dict) -> str:
     return "".join(out)
 
 
+# The compiler's own text, which Clang's -E enters with a marker of its own (GCC's names them
+# too, never entered) before the unit's first line: no file, and no header to check.
+COMPILER_PSEUDO_FILES = ("<built-in>", "<command line>", "<command-line>")
 _MARKER = re.compile(r'# (\d+) "((?:[^"\\]|\\.)*)"((?: [1-4])*)')
 
 
@@ -192,7 +195,7 @@ class Expanded:
         for line in output.split("\n"):
             if marker := _MARKER.fullmatch(line):
                 flags = marker.group(3).split()
-                if "1" in flags:
+                if "1" in flags and (mine or _unescaped(marker.group(2)) not in COMPILER_PSEUDO_FILES):
                     entered.append((number if mine and depth == 0 else 0, _unescaped(marker.group(2))))
                 depth += ("1" in flags) - ("2" in flags)
                 number = int(marker.group(1))
@@ -265,9 +268,51 @@ def _symbols(obj: Path) -> list[tuple[str, str]]:
             if len(fields) > 1 and not (fields[1].islower() and MAPPING_SYMBOL.fullmatch(fields[0]))]
 
 
-def _sections(obj: Path) -> list[str]:
+def _sections(obj: Path) -> list[tuple[str, str]]:
+    """(name, readelf's flag letters) for every section of an object file. A line of
+    readelf -S -W: [index] name type address offset size entry-size flags link info align,
+    the flags left out where there are none."""
     out = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True, check=True)
-    return re.findall(r"^\s*\[\s*[1-9]\d*\]\s+(\S+)", out.stdout, re.M)
+    fields = [line.split() for line in re.findall(r"^\s*\[\s*[1-9]\d*\]\s+(.+)$", out.stdout, re.M)]
+    return [(f[0], f[6] if len(f) == 10 else "") for f in fields]
+
+
+# The section the launch code fills with NaN bytes and calls the block's __shared__ variables
+# (kernels/cpu_launch.h: __start_kc_shared, __stop_kc_shared).
+SHARED_SECTION = "kc_shared"
+
+
+def gather_shared(obj: Path, compiler: str) -> None:
+    """Put the kernel's __shared__ variables in SHARED_SECTION: cpu_runtime.h's __shared__ gives
+    each a data section of its own flagged retain (readelf's R: writable, allocated, not code),
+    wherever it is declared (a kernel, a function template, an inline function); no other
+    variable carries the flag (the runtime's headers mark none; a kernel file that writes the
+    attribute itself is taken at its word). objcopy renames those sections, a COMDAT group's
+    as well, keeping their groups and alignments."""
+    marked = sorted({name for name, flags in _sections(obj) if set("WAR") <= set(flags) and "X" not in flags})
+    if marked:
+        renames = [arg for name in marked for arg in ("--rename-section", f"{name}={SHARED_SECTION}")]
+        subprocess.run([_objcopy(compiler), *renames, str(obj)], capture_output=True, text=True, check=True)
+
+
+def _objcopy(compiler: str) -> str:
+    """The objcopy of the compiler's own binutils (a cross compiler's is its target's)."""
+    return subprocess.run([compiler, "-print-prog-name=objcopy"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@once
+def require_retain(compiler: str) -> None:
+    """CompilerNotFound unless `compiler` gives a variable marked retain a section flagged so
+    (GCC 11+, Clang 13+, with binutils 2.36+), as gather_shared needs; an older one ignores the
+    attribute with a warning only, and its __shared__ variables would be plain statics."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "probe.cpp").write_text("static __attribute__((retain)) int kept;\nint* use() { return &kept; }\n")
+        subprocess.run([compiler, "-c", "probe.cpp", "-o", "probe.o"], cwd=tmp, capture_output=True, check=True)
+        if not any("R" in flags for _, flags in _sections(Path(tmp) / "probe.o")):
+            raise CompilerNotFound(f"{compiler} ignores __attribute__((retain)), which the cpu backend's "
+                                   "__shared__ needs: GCC 11 or Clang 13 and later have it",
+                                   Path(compiler).name, "sudo apt-get install g++  # GCC 11 or later")
 
 
 UNDEFINED, WEAK = set("Uwv"), set("WVu")
@@ -295,7 +340,7 @@ def _check_object(kernel: Path, launch: list[Path], expanded: Expanded, filename
     loaded, no name of the launch code's but its entry points, and only the imports device
     code may make."""
     symbols = _symbols(kernel)
-    loaded = [s for s in _sections(kernel) if LOAD_TIME.fullmatch(s)]
+    loaded = [s for s, _ in _sections(kernel) if LOAD_TIME.fullmatch(s)]
     loaded += [name for name, kind in symbols if kind == "i" or name.startswith("_GLOBAL__sub_")]
     loaded += [name for name, kind in symbols if kind not in UNDEFINED and name in startup_names(find_compiler())]
     if loaded:
@@ -358,6 +403,7 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
     launch = _launch_code(compiler, build_flags(None, options))
 
     def compile_now():
+        require_retain(compiler)
         with tempfile.TemporaryDirectory() as tmp:
             # The kernel file alone in a folder of its own: "portable.h" can only be the
             # harness's. Compiled there, its name mapped away, so that the debug line table
@@ -373,6 +419,7 @@ def cpu_compile(source, defines: dict | None = None, options: tuple[str, ...] = 
             _check_expanded(expanded, src.filename, compiler)
             log = _compile([compiler, *flags, f"-fdebug-prefix-map={folder}=.", "-c", "kernel.cpp",
                             "-o", str(here / "kernel.o")], folder, src.filename)
+            gather_shared(here / "kernel.o", compiler)
             (here / "launchers.cpp").write_text(launchers)
             _compile([compiler, *flags, "-c", "launchers.cpp", "-o", "launchers.o"], here, src.filename)
             _check_object(here / "kernel.o", [launch, here / "launchers.o"], expanded, src.filename,

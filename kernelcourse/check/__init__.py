@@ -12,6 +12,8 @@ One module per job:
   parent.py     the parent's side of that: children started, read, timed out and replaced
   verdict.py    the values judged and printed (ok, todo, FAIL, then PASS or FAIL); --sanitize
   kernels.py    a GEMM kernel file through verify(): the checking exercises 01 and 02 share
+  op_kernels.py a kernel file of another operation (kernelcourse/ops.py) through ops.verify():
+                exercise 00's transpose, printed by kernels.py's judge and lines
   cli.py        the command line
 
 What the check must know about one exercise lives in that exercise's folder. Its

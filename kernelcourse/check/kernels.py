@@ -135,7 +135,7 @@ def lines(case: Case, value, folder: Path) -> list[str]:
             out.append(f"  {first['crash']}")      # else the diagnosis says it, once
     elif first["first_bad"]:
         row, col, expected, got = first["first_bad"]
-        out.append(f"  first wrong element C[{row}][{col}]: expected {expected:.6g}, got {got:.6g} "
+        out.append(f"  first wrong element {value.get('output', 'C')}[{row}][{col}]: expected {expected:.6g}, got {got:.6g} "
                    f"(wrong rows {first['bad_rows'][0]}..{first['bad_rows'][1]}, "
                    f"cols {first['bad_cols'][0]}..{first['bad_cols'][1]})")
     elif first["moved"]:

@@ -22,6 +22,12 @@ instructor's manual. One module per job:
   report.py     grades.csv, Gradescope's results.json, and the schema both are checked against
   runner.py     one submission through all of the above, and the run they share
   classroom.py  a folder of submissions with JOBS workers, a row per student whatever happens
+  cluster.py    a class as an array of tasks (CLUSTER=slurm or local): plan, submit, wait, resume
+  slurm.py      Slurm's sbatch --array, squeue and scancel, and nothing more
+  local.py      the same tasks as processes on this machine, one per GPU at a time
+  task.py       one task: its share of the class, graded as on one machine, and its outcome
+  merge.py      the tasks' rows into one grades.csv, the students' results.json and tasks.csv
+  compare.py    two grades.csv of one class compared (performance points aside, if asked)
   autograder.py the zip Gradescope runs (make autograder EX=NN)
 
 The child never reports a verdict: it sends arrays and values, and the parent judges them.

@@ -4,6 +4,9 @@
       every sub-folder of SUBMISSIONS is one student; writes, in OUT, seed.txt and
       roster.csv before grading, grades.csv (rewritten as each student is graded),
       students/<student>/results.json and summary.json
+  python -m kernelcourse.grade SUBMISSIONS --cluster slurm|local [--tasks N] [--partition P]
+                               [--gpus-per-task G] [--resume] [the options above]
+      the same files, the class graded as an array of tasks (cluster.py), and tasks.csv
   python -m kernelcourse.grade gradescope --exercise NN --submission DIR --results FILE
       one submission, as Gradescope runs it
 
@@ -18,11 +21,12 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from ..check import REPO, description, find_exercise
-from . import classroom, inputs, intake, leftovers, perf, report, runner, spec
-from .sandbox import Isolation, protect_grader
+from . import classroom, cluster, inputs, intake, leftovers, perf, report, runner, spec
+from .sandbox import Isolation, protect_grader, visible_gpus
 
 
 def _exercise(number: str | None, submissions: Path | None) -> Path:
@@ -62,8 +66,7 @@ def _machine(grading) -> tuple[str, bool, list[str]]:
         backend = "cpu"
     if backend == "cpu":
         return backend, False, []
-    import torch
-    return backend, True, [str(i) for i in range(max(1, torch.cuda.device_count()))]
+    return backend, True, visible_gpus(device.vendor) or ["0"]
 
 
 def make_run(exercise: Path, out: Path, flat: bool = False, label: str = "", **limits) -> runner.Run:
@@ -84,17 +87,33 @@ def _stopped(signum, frame):
 
 
 def grade_folder(args) -> int:
+    submissions = args.submissions.resolve()
+    exercise = _exercise(args.exercise, submissions)
+    out = (args.out or REPO / "build" / f"grade-{exercise.name[:2]}").resolve()
+    if args.cluster:
+        signal.signal(signal.SIGTERM, _stopped)      # (the job's tasks cancelled, as by Ctrl-C)
+        return cluster.grade(args, submissions, exercise, out)
+    if not args.student and (out / "cluster").exists():
+        raise SystemExit(f"{out} holds a cluster run: a run on this machine would replace its seed.txt and "
+                         "grades.csv, and a resume would then merge rows of two seeds; grade into another OUT "
+                         "(--student regrades one student beside it)")
+    return grade_class(submissions, exercise, out, args.jobs, {args.student} if args.student else None,
+                       label=args.student or "", test_time_limit=args.test_time_limit,
+                       submission_time_limit=args.time_limit)[0]
+
+
+def grade_class(submissions: Path, exercise: Path, out: Path, jobs: int, only: Collection[str] | None = None,
+                label: str = "", **limits) -> tuple[int, list[report.Row]]:
+    """The students of SUBMISSIONS (or only those named) on this machine, into OUT: the exit
+    status (0, 2: cannot grade here, 130: interrupted) and their rows. A folder's run, a
+    regrade's and each task of a cluster's (cluster.py) alike."""
     try:
         isolation = Isolation.probe(0).describe()
     except RuntimeError as exc:              # the children could not even start: say why, once
         print(f"cannot grade on this machine: {exc}")
-        return 2
-    submissions = args.submissions.resolve()
-    exercise = _exercise(args.exercise, submissions)
-    out = (args.out or REPO / "build" / f"grade-{exercise.name[:2]}").resolve()
-    run = make_run(exercise, out, label=args.student or "", test_time_limit=args.test_time_limit,
-                   submission_time_limit=args.time_limit)
-    jobs = max(1, args.jobs)
+        return 2, []
+    run = make_run(exercise, out, label=label, **limits)
+    jobs = max(1, jobs)
     timing = ("no GPU here: correctness only (Triton's interpreter, the cpu backend); performance is "
               "graded on a GPU machine" if not run.on_gpu else
               f"{len(run.gpus)} GPU(s), one per worker{f' ({jobs} workers share {len(run.gpus)})' if jobs > len(run.gpus) else ''}; "
@@ -107,10 +126,10 @@ def grade_folder(args) -> int:
     try:
         if run.on_gpu:
             classroom.probe(run)
-        rows = classroom.grade_folder(run, submissions, jobs, args.student)
+        rows = classroom.grade_folder(run, submissions, jobs, only)
     except RuntimeError as exc:
         print(f"cannot grade on this machine: {exc}")
-        return 2
+        return 2, []
     finally:
         left = leftovers.survivors(run)
         run.close()
@@ -128,7 +147,7 @@ def grade_folder(args) -> int:
     said = (f"the run was interrupted after {seconds:.0f} s ({len(rows)} rows)" if interrupted else
             f"{len(rows)} graded in {seconds:.0f} s")
     print(f"{said}: {run.layout.grades}, {out / 'students'}/<student>/results.json")
-    return 130 if interrupted else 0
+    return (130 if interrupted else 0), rows
 
 
 def grade_gradescope(args) -> int:
@@ -164,7 +183,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--student", help="grade only this sub-folder (a regrade: set GRADE_SEED)")
     parser.add_argument("--test-time-limit", type=float, help="seconds per test (default: the exercise's)")
     parser.add_argument("--time-limit", type=float, help="seconds per submission (default: the exercise's)")
-    return grade_folder(parser.parse_args(argv))
+    shard = parser.add_argument_group("on a cluster (GRADING.md, 'On a cluster')")
+    shard.add_argument("--cluster", choices=("slurm", "local"),
+                       help="grade the class as an array of tasks: on Slurm, or on this machine (local)")
+    shard.add_argument("--tasks", type=int, help=f"tasks the class is split into "
+                       f"(default: one per {cluster.STUDENTS_PER_TASK} students)")
+    shard.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
+    shard.add_argument("--gpus-per-task", type=int, help="GPUs each task asks for (default: 1)")
+    shard.add_argument("--resume", action="store_true",
+                       help="grade again only the students whose tasks did not finish, into the same OUT")
+    args = parser.parse_args(argv)
+    given = [f"--{name.replace('_', '-')}" for name in ("tasks", "partition", "gpus_per_task", "resume")
+             if getattr(args, name) not in (None, False)]
+    if given and not args.cluster:
+        parser.error(f"{', '.join(given)} need --cluster (CLUSTER=slurm or CLUSTER=local)")
+    if args.cluster and args.student:
+        parser.error("--student regrades one student on this machine: leave out --cluster")
+    if (args.tasks is not None and args.tasks < 1) or (args.gpus_per_task is not None and args.gpus_per_task < 0):
+        parser.error("--tasks must be 1 or more, --gpus-per-task 0 or more")
+    args.gpus_per_task = 1 if args.gpus_per_task is None else args.gpus_per_task
+    return grade_folder(args)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ image is built), run_autograder (run for each submission), requirements.txt (the
 pinned to the versions this repository is tested with; torch as the CPU build), and the
 grader with the whole harness it needs: kernelcourse/, every exercise's spec.py, checks.py
 and grading.py, and the labs' kernels with the rungs.py that declare them (the rung
-registry's reference kernels). EXERCISE names the exercise graded.
+registry's reference kernels) and lab 00's lab_kernels.py (its OpTest's kernels).
+EXERCISE names the exercise graded.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def harness_files() -> list[Path]:
                if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".h")]
     exercises = [p for name in ("spec.py", "checks.py", "grading.py")
                  for p in (REPO / "exercises").glob(f"*/{name}")]
-    labs = [p for pattern in ("*/*.cu", "*/*_triton.py", "*/rungs.py") for p in (REPO / "labs").glob(pattern)]
+    labs = [p for pattern in ("*/*.cu", "*/*_triton.py", "*/rungs.py", "*/lab_kernels.py")
+            for p in (REPO / "labs").glob(pattern)]
     return sorted(p.relative_to(REPO) for p in package + exercises + labs)
 
 

@@ -8,7 +8,7 @@ that sends more than the budget, or stalls past the deadline, is stopped, and it
 is never half-believed.
 
 Nothing that arrives is believed before it is checked against what the parent asked for:
-a Conversation per kind of job (gemm, functions, perf, probe) holds the forms its
+a Conversation per kind of job (gemm, op, functions, perf, probe) holds the forms its
 messages may take (their keys, the JSON type and size of each value), and their order: one
 test at a time, in the order asked, between its start and its done; within a test, shapes,
 runs and cases in range and in the order asked, each once; an array's dtype, dims and byte
@@ -348,6 +348,17 @@ class Gemm(Conversation):
             self.shape, self.item = self.shape + 1, 0
 
 
+class Op(Gemm):
+    """As Gemm, for a kernel of another operation (kernelcourse/ops.py): per run, its output
+    ("C") and then each of its inputs ("A", then "B" for a second), as the test's arity says."""
+
+    KIND = "op"
+
+    @property
+    def ORDER(self) -> str:
+        return "CAB"[:1 + self.job["tests"][self.current]["arity"]]
+
+
 class Functions(Conversation):
     """Per test (one function): each case in turn, its value or its error. A file that does
     not load says so once, before any test, and nothing follows."""
@@ -428,7 +439,7 @@ class Probe(Conversation):
         return {**TESTS, "stage": {"stage": TEXT, "seconds": SECONDS}}
 
 
-CONVERSATIONS = {c.KIND: c for c in (Gemm, Functions, Perf, Probe)}
+CONVERSATIONS = {c.KIND: c for c in (Gemm, Op, Functions, Perf, Probe)}
 
 
 def conversation(job: dict) -> Conversation:

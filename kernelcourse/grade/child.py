@@ -9,11 +9,13 @@ anything with anything: it holds no expected value and reports no verdict.
 Jobs:
   gemm       each kernel file on each shape: the runs the parent asks for, input set by
              input set into the same buffers (a result cached by pointer or shape shows)
+  op         each kernel file of another operation (kernelcourse/ops.py) on each size, as gemm
   functions  each function of a Python file on each set of arguments
   perf       a correct kernel timed beside the course's reference (perf.py)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -117,6 +119,62 @@ def gemm(job: dict, channel: Sender) -> None:
         channel.send({"test": t, "done": True})
 
 
+def op(job: dict, channel: Sender) -> None:
+    """As gemm, for a kernel of another operation: each run refills the same input buffers
+    and the guarded output (kernelcourse/ops.py's layout), then sends the output and the
+    inputs as they came back ("C", then "A", "B": the channel's Op)."""
+    from kernelcourse.backends import get_backend
+    from kernelcourse.backends.compile_only import CompileError
+    from kernelcourse.grade.spec import lab_kernel
+    from kernelcourse.ops import guarded_output
+    folder = Path(job["folder"])
+    for t, test in enumerate(job["tests"]):
+        channel.send({"test": t, "start": True})
+        try:
+            kernel = lab_kernel(test["lab"], test["kernel"])
+            backend = get_backend(job["backend"])
+            if backend.name == "cpu":
+                backend.timeout_s = test["launch_timeout_s"]
+            impl = kernel.with_files(folder / test["file"], name="submission").c_impl(backend)
+        except CompileError as exc:
+            channel.send({"test": t, "compile_error": str(exc)[-4000:]})
+            channel.send({"test": t, "done": True})
+            continue
+        except BaseException as exc:
+            channel.send({"test": t, "load_error": _explain(exc, folder)})
+            channel.send({"test": t, "done": True})
+            continue
+        channel.send({"test": t, "ran": f"{backend.name} backend: {backend.label}"})
+        for s, size in enumerate(test["shapes"]):
+            dims = tuple(size["dims"])
+            sets = [[np.load(path, allow_pickle=False) for path in paths] for paths in size["inputs"]]
+            out_shape = kernel.op.output(dims)
+            guarded, pad = guarded_output(out_shape)
+            try:
+                inputs = [backend.to_device(x) for x in sets[0]]
+                buffer = backend.to_device(guarded)
+                for r, which in enumerate(size["runs"]):
+                    # the same buffers every run, refilled: fresh values at the same pointers
+                    for device, host in zip(inputs, sets[which]):
+                        backend.copy(device, backend.to_device(host))
+                    backend.copy(buffer, backend.to_device(guarded))
+                    backend.synchronize()
+                    impl(*inputs, backend.view(buffer, pad, out_shape), *dims)
+                    backend.synchronize()
+                    channel.send({"test": t, "shape": s, "run": r, "what": "C"}, backend.to_host(buffer))
+                    for what, device in zip("AB", inputs):
+                        channel.send({"test": t, "shape": s, "run": r, "what": what}, backend.to_host(device))
+            except Exception as exc:
+                message = _explain(exc, folder)
+                channel.send({"test": t, "shape": s, "crash": message})
+                if _context_lost():
+                    channel.send({"test": t, "done": True})
+                    os._exit(0)
+                if "hang:" in message.lower():
+                    break
+        channel.send({"test": t, "done": True})
+
+
 def _context_lost() -> bool:
     """Whether a sticky GPU error took this process's context (only the cuda backend, or a
     Triton kernel on an NVIDIA GPU, can lose one; the cpu backend and the interpreter never)."""
@@ -127,7 +185,11 @@ def _context_lost() -> bool:
 # ----------------------------------------------------------------------- functions
 
 def functions(job: dict, channel: Sender) -> None:
-    from kernelcourse.check import load_python
+    from kernelcourse.check import description, load_python
+    # The exercise's checks.py, read before the audit hook is armed: where it offers
+    # reference_helpers, each function runs with the course's versions of the others, so
+    # that it is graded on its own lines (exercise 03), as `make check` judges it.
+    helpers = getattr(description(Path(job["exercise"])), "reference_helpers", None)
     try:
         audit.install(Path.cwd(), audit.PYTHON_FILE)   # armed before the file's first line runs
         refuse_new_programs()
@@ -143,7 +205,8 @@ def functions(job: dict, channel: Sender) -> None:
                 channel.send({"test": t, "case": c, "error": f"{job['file']} has no function {test['name']}()"})
                 continue
             try:
-                value = function(**args)
+                with helpers(module, test["name"]) if helpers else contextlib.nullcontext():
+                    value = function(**args)
             except NotImplementedError:
                 channel.send({"test": t, "case": c, "error": "not written yet (NotImplementedError)"})
             except BaseException as exc:
@@ -203,7 +266,7 @@ def probe(job: dict, channel: Sender) -> None:
     channel.send({"test": 0, "done": True})
 
 
-JOBS = {"gemm": gemm, "functions": functions, "perf": perf, "probe": probe}
+JOBS = {"gemm": gemm, "op": op, "functions": functions, "perf": perf, "probe": probe}
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

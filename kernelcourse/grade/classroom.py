@@ -15,6 +15,7 @@ import queue
 import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,9 +99,10 @@ def grade_student(run: Run, student: Student, folder: Path, worker: int, progres
     return report.Row(student.name, outcomes, note)
 
 
-def grade_folder(run: Run, submissions: Path, jobs: int, only: str | None = None,
+def grade_folder(run: Run, submissions: Path, jobs: int, only: Collection[str] | None = None,
                  progress=print) -> list[report.Row]:
-    """Every student of SUBMISSIONS (or only one), JOBS at a time: their rows, in name order.
+    """Every student of SUBMISSIONS (or only those named: a regrade, a cluster's shard), JOBS
+    at a time: their rows, in name order.
 
     Before any grading OUT holds the seed, the roster and a grades.csv with a row per student
     (not graded yet); grades.csv is rewritten as each student is graded, so a run that is
@@ -108,7 +110,7 @@ def grade_folder(run: Run, submissions: Path, jobs: int, only: str | None = None
     children are killed, and each test, and each student, not graded says so."""
     students, ignored = roster(submissions)
     if only is not None:
-        students = [s for s in students if s.name == only]
+        students = [s for s in students if s.name in only]
     if ignored:
         progress(f"  not a folder, not graded: {', '.join(map(report.visible, ignored))}")
     for w in range(jobs):             # a machine where a worker's uid cannot run Python stops here

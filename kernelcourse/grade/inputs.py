@@ -52,3 +52,9 @@ def gemm_case(seed: int, test: str, shape: Shape, index: int, dtype: str = "fp32
     in the test's precision `dtype` (float32 arrays holding values that precision holds)."""
     A, B = make_inputs(shape, dtype, generator(seed, test, str(shape), shape.signed, index))
     return A, B, reference(A, B)
+
+
+def op_case(seed: int, test: str, size, index: int, op):
+    """(inputs, float64 reference) of one input set of one size of an OpTest (kernelcourse.ops)."""
+    arrays = op.make_inputs(size, generator(seed, test, str(size), size.signed, index))
+    return arrays, op.reference(*(x.astype(np.float64) for x in arrays))

@@ -154,6 +154,12 @@ def write_json(path: Path, payload: dict) -> None:
     _replace(path, lambda f: f.write(json.dumps(_readable(payload), indent=2) + "\n"))
 
 
+def write_exact_json(path: Path, payload) -> None:
+    """The grader's own state (a cluster run's plan, a task's rows), every string kept exactly:
+    json writes a name's lone surrogate as \\udcNN and reads the same name back."""
+    _replace(path, lambda f: f.write(json.dumps(payload, indent=1) + "\n"))
+
+
 def write_csv(path: Path, rows: list[Row], seed: int) -> None:
     """A row per student, a column per test, the total and the maximum, the run's seed, and
     the note (a folder refused, a grader error, a run interrupted)."""
@@ -168,6 +174,15 @@ def write_csv(path: Path, rows: list[Row], seed: int) -> None:
                                     round(sum(o.score for o in row.outcomes), 2),
                                     round(sum(o.max_score for o in row.outcomes), 2), seed,
                                     " ".join(row.note.split())]))
+    _replace(path, write)
+
+
+def write_table(path: Path, header: list[str], lines: list[list]) -> None:
+    """A CSV of the run's own (a cluster run's tasks.csv): a header, then the lines."""
+    def write(f):
+        out = csv.writer(f)
+        out.writerow(header)
+        out.writerows(_readable(lines))
     _replace(path, write)
 
 

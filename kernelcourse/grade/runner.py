@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import inputs, intake, perf, report, static
+from . import inputs, intake, op_grading, perf, report, static
 from .driver import drive, voided
 from .judge import Outcome, ShapeRuns, judge_function, judge_gemm
 from .leftovers import kill_group
 from .sandbox import Child, Isolation, child_environment
-from .spec import FunctionTest, GemmTest, Grading
+from .spec import FunctionTest, GemmTest, Grading, OpTest
 from ..kernel_text import same_code
 from ..verify import canary_length
 
@@ -73,22 +73,13 @@ class Run:
         return self.isolation[w], (self.gpus[w % len(self.gpus)] if self.gpus else None)
 
     def pending(self, test, why: str = "not graded yet") -> list[Outcome]:
-        """A test's outcomes at 0 points, each saying why."""
-        if isinstance(test, FunctionTest):
-            return [Outcome(f"{test.name}()", test.points, 0.0, why)]
-        outcomes = _class_outcomes(test, why)
-        if test.perf_points:
-            outcomes.append(self.perf_outcome(test, 0.0, why))
-        return outcomes
+        return test_at_zero(test, self.on_gpu, why)
 
     def perf_outcome(self, test: GemmTest, score: float, why: str) -> Outcome:
-        if not self.on_gpu:           # listed, worth nothing here: the GPU run grades it
-            return Outcome(f"{test.file}: performance", 0.0, 0.0,
-                           f"performance ({test.perf_points} points) is graded on a GPU machine")
-        return Outcome(f"{test.file}: performance", test.perf_points, score, why)
+        return perf_outcome(test, self.on_gpu, score, why)
 
     def every_test_at_zero(self, why: str) -> list[Outcome]:
-        return [o for test in self.spec.tests for o in self.pending(test, why)]
+        return every_test_at_zero(self.spec, self.on_gpu, why)
 
     def write_results(self, student: str, outcomes: list[Outcome], notes: list[str], seconds: float) -> None:
         """A student's results.json: every test, and the notes on the submission as a whole."""
@@ -111,6 +102,28 @@ class Run:
 
     def close(self) -> None:
         shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+
+def test_at_zero(test, on_gpu: bool, why: str = "not graded yet") -> list[Outcome]:
+    """A test's outcomes at 0 points, each saying why."""
+    if isinstance(test, FunctionTest):
+        return [Outcome(f"{test.name}()", test.points, 0.0, why)]
+    outcomes = _class_outcomes(test, why)
+    if test.perf_points:
+        outcomes.append(perf_outcome(test, on_gpu, 0.0, why))
+    return outcomes
+
+
+def perf_outcome(test: GemmTest, on_gpu: bool, score: float, why: str) -> Outcome:
+    if not on_gpu:                    # listed, worth nothing here: the GPU run grades it
+        return Outcome(f"{test.file}: performance", 0.0, 0.0,
+                       f"performance ({test.perf_points} points) is graded on a GPU machine")
+    return Outcome(f"{test.file}: performance", test.perf_points, score, why)
+
+
+def every_test_at_zero(spec: Grading, on_gpu: bool, why: str) -> list[Outcome]:
+    """Every test of `spec` at 0 points, as a run on a GPU (or not) lists them."""
+    return [o for test in spec.tests for o in test_at_zero(test, on_gpu, why)]
 
 
 def _class_outcomes(test: GemmTest, why: str) -> list[Outcome]:
@@ -390,6 +403,7 @@ class Submission:
                 values.setdefault(header["test"], {})[header["case"]] = header
 
         job = {"kind": "functions", "folder": str(self.scratch / "submission"), "file": file,
+               "exercise": str(self.run.exercise),
                "tests": [{"name": t.name, "cases": c} for t, c in zip(tests, cases)]}
         ended = drive(self, job, len(tests), on_message, None, 1 << 22, self.run.test_time_limit)
         for t, test in enumerate(tests):
@@ -410,6 +424,8 @@ class Submission:
         try:
             if any(isinstance(t, GemmTest) for t in self.tests()):
                 self.grade_gemm()
+            elif any(isinstance(t, OpTest) for t in self.tests()):
+                op_grading.grade(self)                  # another operation's kernel file
             else:
                 self.grade_functions()
         finally:

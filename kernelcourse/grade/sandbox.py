@@ -153,9 +153,23 @@ class Isolation:
 
     def sweep(self) -> None:
         """Kill every process of the children's uid: whatever a submission left behind."""
-        if self.uid is not None:
+        if self.uid is not None:             # (a process of that uid: none of the grader's variables, the seed's)
             subprocess.run(["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
-                            "--", "kill", "-KILL", "-1"], capture_output=True)
+                            "--", "kill", "-KILL", "-1"], capture_output=True,
+                           env={"PATH": os.environ.get("PATH", "")})
+
+
+def visible_gpus(vendor: str) -> list[str]:
+    """The GPUs this process may use, as a child's CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES)
+    must name them: the entries of this process's own variable where one is set (Slurm's, a
+    local task's, the instructor's), else every GPU the runtime counts. A child's environment
+    is built afresh, so an index counted here ("0") would be the machine's first GPU there,
+    which may be another task's."""
+    variable = "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else "HIP_VISIBLE_DEVICES"
+    if os.environ.get(variable):
+        return os.environ[variable].split(",")
+    import torch
+    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 def child_environment(scratch: Path, gpu: str | None) -> dict:

@@ -19,9 +19,14 @@ own where the rung needs other shapes (lab 08's TMA: N and K multiples of 8).
 
 A FunctionTest grades one Python function on fresh random inputs, the share that came out
 right.
+
+An OpTest grades one kernel file of an operation other than GEMM (kernelcourse/ops.py: lab
+00's transpose) per size class, as a GemmTest grades a GEMM's: built as a kernel a lab
+declares (its lab_kernels.py), judged by ops.verify()'s rules (kernelcourse/grade/op_grading.py).
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -122,3 +127,54 @@ def load(exercise: Path) -> Grading:
                          "Triton files' (the grader's child runs them in that order)")
     return Grading(declared.FILES, tests, declared.GRADE_TIME_LIMIT_S, declared.GRADE_TEST_TIME_LIMIT_S)
 
+
+
+@dataclass(frozen=True)
+class SizeClass:
+    """A class of an OpTest's sizes (kernelcourse.ops.Size), small ones for the CPU."""
+    name: str
+    title: str
+    cpu: tuple
+    gpu: tuple
+
+    def shapes(self, on_gpu: bool) -> tuple:
+        return self.gpu if on_gpu else self.cpu
+
+
+@dataclass(frozen=True)
+class OpTest:
+    """One kernel file of an operation (kernelcourse/ops.py), graded per size class: built as
+    the kernel `kernel` of labs/`lab`/lab_kernels.py (its entry point, its launch)."""
+
+    file: str                                   # "transpose_shared.cu"
+    lab: str                                    # "00-threads-and-memory"
+    kernel: str                                 # "transpose_shared", a name in its BY_NAME
+    points: dict                                # size class -> points
+    size_classes: dict                          # name -> SizeClass
+    perf_points: float = 0.0                    # not timed: correctness only
+    kind: str = "c"
+    dtype: str = "fp32"
+
+    @property
+    def name(self) -> str:
+        return self.file
+
+    def classes(self) -> list[SizeClass]:
+        return [self.size_classes[name] for name in self.points]
+
+    def op_kernel(self):
+        """The lab's OpKernel this file is built as."""
+        return lab_kernel(self.lab, self.kernel)
+
+
+_LOADING = threading.Lock()
+
+
+def lab_kernel(lab: str, name: str):
+    """The OpKernel `name` of labs/`lab`/lab_kernels.py, loaded once whichever worker asks
+    first (a module being loaded must not be seen half made by another)."""
+    from ..lab import REPO
+    from ..rung import load_module
+    with _LOADING:
+        declared = load_module(REPO / "labs" / lab / "lab_kernels.py", "kernelcourse_lab_kernels")
+    return declared.BY_NAME[name]

@@ -35,8 +35,10 @@
 #endif
 
 
-// The bounds of the __shared__ section (the linker defines them for a section whose name
-// is an identifier); weak, since a kernel with no __shared__ variable has no such section.
+// The bounds of the __shared__ section, kc_shared (the build renames each __shared__
+// variable's section so: cpu_build.py's gather_shared; the linker defines these for a section
+// whose name is an identifier); weak, since a kernel with no __shared__ variable has no such
+// section.
 extern "C" char __start_kc_shared[] __attribute__((weak, visibility("hidden")));
 extern "C" char __stop_kc_shared[] __attribute__((weak, visibility("hidden")));
 

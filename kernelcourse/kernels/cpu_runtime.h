@@ -56,7 +56,13 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static __attribute__((section("kc_shared")))
+// __shared__: a static variable, marked `retain` (GCC 11+, Clang 13+), which gives it an object
+// file section of its own flagged SHF_GNU_RETAIN, in a function template or an inline function
+// too; the backend renames those sections kc_shared before it links (cpu_build.py's
+// gather_shared). A section attribute would not do: GCC ignores one on a static of a function
+// template, and refuses a file whose plain and inline functions both hold one (a section type
+// conflict); Clang honours both.
+#define __shared__ static __attribute__((retain))
 
 // -- vector and 16-bit types
 struct uint3 { unsigned x, y, z; };

@@ -43,6 +43,37 @@
 # Triton twin runs in Triton's interpreter.
 
 # %%
+# The course, found or fetched (written by kernelcourse/hosted.py: edit it there).
+# In a copy of the course this cell only finds it. Opened alone in a hosted Jupyter (Colab,
+# say), it clones the course from KERNELCOURSE_GIT (set it with
+# `%env KERNELCOURSE_GIT=<git url>` in a cell above), installs what this machine needs into
+# this notebook's Python (SETUP.md, "Hosted notebooks") and moves into the lab's folder.
+import os, pathlib, subprocess, sys  # noqa: E401
+
+LAB = "03-regblock"
+here = pathlib.Path.cwd()
+root = next((p for p in (here, *here.parents) if (p / "kernelcourse" / "hosted.py").is_file()), None)
+if root is None:
+    source = os.environ.get("KERNELCOURSE_GIT", "")
+    if not source:
+        raise SystemExit("This notebook is not in a copy of the course, and no address to fetch "
+                         "it from is known: run `%env KERNELCOURSE_GIT=<the course's git url>` in a "
+                         "cell above this one, then this cell again (SETUP.md, 'Hosted notebooks').")
+    def shown(*argv):  # a command, its output printed in this cell as it comes
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+            for line in p.stdout:
+                print(line, end="")
+        if p.returncode:
+            raise SystemExit(f"`{' '.join(argv)}` failed (exit code {p.returncode}): see above")
+    root = here / "gemm-course"
+    if not root.exists():
+        shown("git", "clone", "--depth", "1", source, str(root))
+    shown(sys.executable, str(root / "scripts" / "setup_env.py"), "--here")
+    os.chdir(root / "labs" / LAB)
+    print(f"the course: fetched into {root}")
+sys.path.insert(0, str(root))
+
+# %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
 from kernelcourse import bench, lab, rungs

@@ -56,6 +56,37 @@
 # timings that say nothing about a GPU, no library, and nothing written to `results/`.
 
 # %%
+# The course, found or fetched (written by kernelcourse/hosted.py: edit it there).
+# In a copy of the course this cell only finds it. Opened alone in a hosted Jupyter (Colab,
+# say), it clones the course from KERNELCOURSE_GIT (set it with
+# `%env KERNELCOURSE_GIT=<git url>` in a cell above), installs what this machine needs into
+# this notebook's Python (SETUP.md, "Hosted notebooks") and moves into the lab's folder.
+import os, pathlib, subprocess, sys  # noqa: E401
+
+LAB = "04-ladder"
+here = pathlib.Path.cwd()
+root = next((p for p in (here, *here.parents) if (p / "kernelcourse" / "hosted.py").is_file()), None)
+if root is None:
+    source = os.environ.get("KERNELCOURSE_GIT", "")
+    if not source:
+        raise SystemExit("This notebook is not in a copy of the course, and no address to fetch "
+                         "it from is known: run `%env KERNELCOURSE_GIT=<the course's git url>` in a "
+                         "cell above this one, then this cell again (SETUP.md, 'Hosted notebooks').")
+    def shown(*argv):  # a command, its output printed in this cell as it comes
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+            for line in p.stdout:
+                print(line, end="")
+        if p.returncode:
+            raise SystemExit(f"`{' '.join(argv)}` failed (exit code {p.returncode}): see above")
+    root = here / "gemm-course"
+    if not root.exists():
+        shown("git", "clone", "--depth", "1", source, str(root))
+    shown(sys.executable, str(root / "scripts" / "setup_env.py"), "--here")
+    os.chdir(root / "labs" / LAB)
+    print(f"the course: fetched into {root}")
+sys.path.insert(0, str(root))
+
+# %%
 import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there is no GPU
 
 from kernelcourse import lab, ladder, resources, roofline, rungs
@@ -85,9 +116,11 @@ for rung in rungs.FP32:
 # one size³ problem (the same inputs for all), then the median time over many
 # launches with rotating inputs. On a GPU this includes the library; the percentage
 # column is relative to it. Without a GPU the rows run from `naive (cpu)` to
-# `regblock (triton)`, the percentage column is empty, and the ms, GFLOP/s and
-# `x naive` columns are wall-clock times of the emulation and of the interpreter (the
-# last line says so): read the error column only.
+# `regblock (triton)`: the error and FLOP/B columns are this run's, the ms column is
+# the wall clock of the emulation and of the interpreter (one call each: no GPU's time,
+# and no ratio of two of them is a speed-up), and the columns after the bar are what
+# the H200 measured for the same kernel at 4096³: its TFLOP/s, its share of cuBLAS and
+# its speed-up over the naive rung of its kind (the last line names the results file).
 
 # %%
 steps = ladder.measure(ladder.steps(run), run.size)

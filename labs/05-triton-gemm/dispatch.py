@@ -13,6 +13,10 @@ from __future__ import annotations
 import torch
 import triton
 
+from kernelcourse import targets
+
+from configs import TMA_CONFIGS, tma_shared_bytes  # this folder's modules
+
 # The operand types the TMA candidates are sized for.
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -23,20 +27,23 @@ def tma_unavailable(arch: str | None, dtype: torch.dtype) -> str | None:
     arch: the GPU as kernelcourse.device names it ('sm_90', 'gfx942', ...), or None
     for Triton's interpreter. It is read from that name rather than from torch's
     compute capability, because ROCm builds of torch report one too (9.4 on MI300).
+    The rules are the support matrix's (kernelcourse.targets): the TMA engine, and the
+    shared memory a block may have, which the smallest TMA candidate must fit in.
     """
     if arch is None:
         return "Triton's interpreter: the masked kernel only"
-    if not arch.startswith("sm_"):
-        return f"{arch} is not an NVIDIA GPU, and TMA is NVIDIA's copy engine"
-    major = int(arch.removeprefix("sm_")) // 10
-    if major < 9:
+    if "tma" not in targets.features(arch):
+        if not arch.startswith("sm_"):
+            return f"{arch} is not an NVIDIA GPU, and TMA is NVIDIA's copy engine"
         return f"{arch} predates TMA, which arrived with Hopper (sm_90)"
-    if major > 10:
-        return (f"{arch}: the TMA candidates need the 227 KB of shared memory per block of "
-                "sm_90 and sm_100")
     if dtype not in TMA_DTYPES:
         return (f"{dtype} operands: the TMA candidates are sized for 16-bit ones; an fp32 "
                 "C tile alone would take 128 KB of shared memory at 128x256")
+    need = min(tma_shared_bytes(c, dtype.itemsize) for c in TMA_CONFIGS)
+    limit = targets.shared_limit(arch)
+    if limit is not None and need > limit:
+        return (f"{arch}: the smallest TMA candidate needs {need} B of shared memory a block, "
+                f"and this architecture gives a block {limit} B")
     return None
 
 

@@ -113,10 +113,10 @@ CHEATS_04 = (
     ("gmon_start", ((INCLUDES, INCLUDES + 'extern "C" void __gmon_start__(void) {}\n'),),
      "runs code when it is loaded or unloaded (__gmon_start__)"),
     # After the headers, a macro named for a word of theirs changes their macros where those
-    # expand in the file: __shared__'s section attribute (no NaN-filled shared memory, no
+    # expand in the file: __shared__'s retain attribute (no NaN-filled shared memory, no
     # guard), KC_DYNAMIC_SHARED's kc::dynamic_shared (any buffer as the dynamic shared memory).
-    ("unsections_shared", ((INCLUDES, INCLUDES + "#define section(name) aligned(8)\n"),),
-     "has a #define of section, a name the course headers use"),
+    ("unretains_shared", ((INCLUDES, INCLUDES + "#define retain used\n"),),
+     "has a #define of retain, a name the course headers use"),
     ("redirects_dynamic_shared", ((INCLUDES, INCLUDES + "#define dynamic_shared dynamic_shared\n"),),
      "has a #define of dynamic_shared, a name the course headers use"),
 )

@@ -186,7 +186,7 @@ def header_names() -> frozenset[str]:
     """Every identifier the code of the headers compiled into a kernel uses (the launch code,
     cpu_launch.h and cpu_schedule.h, is an object of its own): a macro of that name, defined
     in a kernel file, would change what a header's own macro becomes where it expands there
-    (__shared__'s `section`, KC_DYNAMIC_SHARED's `dynamic_shared`)."""
+    (__shared__'s `retain`, KC_DYNAMIC_SHARED's `dynamic_shared`)."""
     from ...source import KERNEL_INCLUDE_DIR
     names = set()
     for header in Path(KERNEL_INCLUDE_DIR).rglob("*.h"):

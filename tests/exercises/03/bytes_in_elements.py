@@ -1,7 +1,6 @@
 # The naive kernel's loads counted in elements, not bytes.
-# fails: naive_bytes naive_intensity
+# fails: naive_bytes
 # expect: naive_bytes | that is a count of elements, not bytes: multiply by element_bytes, here 4
-# expect: naive_intensity | FLOPs per element loaded, not per byte
 
 
 def naive_bytes(M, N, K, element_bytes=4):

@@ -1,8 +1,6 @@
 # The multiply-add counted as one FLOP.
-# fails: gemm_flops naive_intensity tiled_intensity
+# fails: gemm_flops
 # expect: gemm_flops | off by a factor of 2: a multiply-add is 2 FLOPs
-# expect: naive_intensity | did the FLOPs lose their factor 2?
-# expect: tiled_intensity | did the FLOPs lose their factor 2?
 
 
 def gemm_flops(M, N, K):

@@ -1,8 +1,7 @@
 # 4 bytes an element, whatever the operands are: right in fp32, wrong in bf16.
-# fails: naive_bytes naive_intensity
+# fails: naive_bytes
 # expect: naive_bytes | element_bytes=2
 # expect: naive_bytes | these operands are 2-byte (bf16): use the element_bytes argument
-# expect: naive_intensity | these operands are 2-byte (bf16)
 
 
 def naive_bytes(M, N, K, element_bytes=4):

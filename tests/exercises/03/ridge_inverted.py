@@ -1,7 +1,7 @@
-# Bandwidth over peak: bytes per FLOP. ridge_shift_factor calls ridge_point, so it inverts too.
-# fails: ridge_point ridge_shift_factor
+# Bandwidth over peak: bytes per FLOP. ridge_shift_factor calls ridge_point and is still
+# right: each function is checked with the course's versions of the others.
+# fails: ridge_point
 # expect: ridge_point | inverted: that is bytes per FLOP
-# expect: ridge_shift_factor | inverted: the ridge moves right
 
 
 def ridge_point(peak_tflops, bandwidth_tbs):

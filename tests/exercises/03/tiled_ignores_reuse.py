@@ -1,8 +1,7 @@
 # Tiled bytes without the reuse: every element still read N times.
-# fails: tiled_bytes tiled_intensity
+# fails: tiled_bytes
 # expect: tiled_bytes | that is the naive kernel's traffic, with no reuse
 # expect: tiled_bytes | N/T times (4096/32), not N times
-# expect: tiled_intensity | that is the naive kernel's intensity
 
 
 def tiled_bytes(N, T, element_bytes=4):
