@@ -40,7 +40,7 @@ from .evidence import is_hang
 from .precision import TOLERANCE
 from .resources import resource_usage
 from .rung import defaults_in, load_module
-from .verify import CANARY, POISON, Report, ShapeResult, judge_outputs
+from .verify import CANARY, POISON, Report, ShapeResult, default_repeats, judge_outputs
 
 
 # ------------------------------------------------------------------------ the problems
@@ -322,7 +322,7 @@ def verify(impl: OpImpl, suite: Suite | None = None, repeats: int | None = None,
     backend = impl.backend
     suite = suite or impl.op.suite(backend.on_gpu)
     if repeats is None:
-        repeats = 1 if backend.name == "triton" and not backend.on_gpu else 3
+        repeats = default_repeats(backend)
     rng = np.random.default_rng(seed)
     report = Report(impl.name, impl.dtype, suite.name, planned=len(suite.sizes))
     for number, size in enumerate(suite.sizes, 1):

@@ -245,6 +245,12 @@ def _raised_at(exc: Exception) -> str:
     return f" (raised at {frames[-1].filename}:{frames[-1].lineno})"
 
 
+
+def default_repeats(backend) -> int:
+    """Identical runs of each shape or size: 3 (a race shows as results that move between
+    them), 1 in Triton's CPU interpreter, which runs a launch's programs in one order."""
+    return 1 if getattr(backend, "name", "") == "triton" and not backend.on_gpu else 3
+
 def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int | None = None,
            seed: int | None = None, verbose: bool = True,
            progress: Callable[[int, int, Shape], None] | None = None) -> Report:
@@ -254,7 +260,7 @@ def verify(impl: GemmImpl, suite: Suite | None = None, repeats: int | None = Non
     if suite is None:
         suite = default_suite(impl.backend.on_gpu)
     if repeats is None:
-        repeats = 1 if getattr(impl.backend, "name", "") == "triton" and not impl.backend.on_gpu else 3
+        repeats = default_repeats(impl.backend)
     rng = np.random.default_rng(seed)
     report = Report(impl.name, impl.dtype, suite.name, planned=len(suite.shapes))
     for number, shape in enumerate(suite.shapes, 1):

@@ -120,6 +120,7 @@ SLOW = {
     "test_lab00.py": r"test_each_c_kernel_passes|test_each_triton_twin_passes|test_a_broken_kernel_is_given",
     "test_ladder.py": r"test_twin_passes_verification|test_the_c_rungs_agree_bit_for_bit",
     "test_make_notebooks.py": r"test_make_notebooks_serves",
+    "test_module_sass.py": r"test_the_triton_ptx_counts",
     "test_matrix_cores.py": r"test_passes_the_cpu_suite|test_the_copying_rungs_pass|test_compiles_for_"
                             r"|test_each_build_takes_arrays|test_bf16_is_rounded",
     "test_recorded.py": r"test_a_cpu_run_of_the_ladder",

@@ -3,8 +3,9 @@
 `scripts/gpu_checks.sh OUT profile-lab00` (python -m kernelcourse profile --ladder lab00)
 profiles the three C transposes on an NVIDIA GPU and saves results/profile-<device>-<size>-lab00.json;
 recorded() prints, for each kernel, the two things the cpu backend cannot show: how many
-32-byte sectors a warp's global load and store touch (coalescing), and how many extra
-shared-memory wavefronts bank conflicts cost.
+32-byte sectors a warp's global load and store touch (coalescing), and the shared-memory
+wavefronts and the bank conflicts among them, loads and stores apart (the README's table
+shows the loads: the tile's column reads are where transpose_shared conflicts).
 """
 import json
 from pathlib import Path
@@ -24,13 +25,15 @@ def recorded(results: Path) -> str:
     for path in found:
         data = json.loads(path.read_text())
         lines = [f"{path.name} ({data['environment']['device']['name']}, {data['environment']['date'][:10]}):",
-                 f"{'kernel':24} {'ld sectors/req':>14} {'st sectors/req':>14} {'shared wavefronts':>17} "
-                 f"{'bank conflicts':>14} {'DRAM %':>7}"]
+                 f"{'kernel':24} {'ld sectors/req':>14} {'st sectors/req':>14} {'shared-ld wavefronts':>20} "
+                 f"{'shared-ld conflicts':>19} {'shared-st wavefronts':>20} {'shared-st conflicts':>19} "
+                 f"{'DRAM %':>7}"]
         for k in data["kernels"]:
-            wavefronts = sum(k[w] or 0 for w in ("shared_load_wavefronts", "shared_store_wavefronts"))
-            conflicts = sum(k[c] or 0 for c in ("shared_load_bank_conflicts", "shared_store_bank_conflicts"))
+            shared = [k.get(c) or 0 for c in ("shared_load_wavefronts", "shared_load_bank_conflicts",
+                                               "shared_store_wavefronts", "shared_store_bank_conflicts")]
             lines.append(f"{k['impl']:24} {_ratio(k['global_load_sectors'], k['global_load_requests']):>14} "
                          f"{_ratio(k.get('global_store_sectors'), k.get('global_store_requests')):>14} "
-                         f"{wavefronts:17.0f} {conflicts:14.0f} {k['dram_throughput_pct'] or 0:7.1f}")
+                         f"{shared[0]:20.0f} {shared[1]:19.0f} {shared[2]:20.0f} {shared[3]:19.0f} "
+                         f"{k['dram_throughput_pct'] or 0:7.1f}")
         tables.append("\n".join(lines))
     return "\n\n".join(tables)

@@ -27,8 +27,9 @@
 #
 # Each is also written in Triton. Every kernel is checked against a float64 reference on
 # sizes that are multiples of no tile, with the output poisoned and fenced, and run three
-# times to catch a race. On a GPU each is timed against a device-to-device copy of the
-# same bytes, the fastest any kernel that reads and writes them once can go.
+# times to catch a race. On a GPU each is timed against a device-to-device copy of its
+# output's bytes, timed the same way: a reference rate, not a ceiling (a vector add moves
+# half as many bytes again as its copy, and the README shows the Triton one beating it).
 #
 # Without a GPU the C kernels run on the `cpu` backend (every GPU thread a fiber,
 # `__syncthreads()` a real barrier, a new thread order at each launch, guard pages after
