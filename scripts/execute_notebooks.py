@@ -2,6 +2,11 @@
 what the course's site shows (scripts/gpu_checks.sh's step `notebooks` runs this).
 
     python scripts/execute_notebooks.py [--out DIR] [--timeout SECONDS] [LAB ...]
+    python scripts/execute_notebooks.py --markdown [LAB ...]
+
+--markdown needs no GPU: after an edit to a lab's prose only, it gives each executed notebook
+the Markdown cells of its lab.ipynb as they are now, and refuses a notebook whose code cells
+changed (that one must run again on a GPU).
 
 LAB: a lab's folder name or number ('04-ladder', '04'); every lab by default. Each
 labs/NN-name/lab.ipynb, as `make sync-notebooks` writes it from lab.py (read as committed:
@@ -114,13 +119,50 @@ def execute(folder: Path, timeout: int = CELL_TIMEOUT, device=None):
     return with_course_paths(notebook), error
 
 
+def take_markdown(executed, current) -> int:
+    """`executed` with the Markdown cells of `current` (the lab's notebook now), its code cells
+    and their outputs untouched; how many changed. ValueError where the code differs."""
+    kinds = [c.cell_type for c in executed.cells], [c.cell_type for c in current.cells]
+    if kinds[0] != kinds[1] or any(a.source != b.source for a, b in zip(executed.cells, current.cells)
+                                   if a.cell_type == "code"):
+        raise ValueError("its code cells are not the lab's any more: execute it again on a GPU")
+    changed = 0
+    for cell, now in zip(executed.cells, current.cells):
+        if cell.cell_type == "markdown" and cell.source != now.source:
+            cell.source, changed = now.source, changed + 1
+    return changed
+
+
+def markdown_only(folders: list[Path], out: Path) -> int:
+    import nbformat
+    refused = []
+    for folder in folders:
+        path = out / f"{folder.name}.ipynb"
+        if not path.exists():
+            continue
+        executed = nbformat.read(path, as_version=4)
+        try:
+            changed = take_markdown(executed, nbformat.read(folder / "lab.ipynb", as_version=4))
+        except ValueError as why:
+            print(f"{folder.name}: {why}")
+            refused.append(folder.name)
+            continue
+        nbformat.write(executed, path)
+        print(f"{folder.name}: {changed} Markdown cell(s) taken from lab.ipynb")
+    return 1 if refused else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("labs", nargs="*", help="lab folders or numbers (default: every lab)")
     parser.add_argument("--out", type=Path, default=EXECUTED, help="where the notebooks go")
     parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT, help="seconds per cell")
+    parser.add_argument("--markdown", action="store_true",
+                        help="no GPU: take the labs' Markdown cells into the executed notebooks")
     args = parser.parse_args(argv)
     folders = lab_folders(args.labs)
+    if args.markdown:
+        return markdown_only(folders, args.out.resolve())
     missing = [m for m in ("nbformat", "nbclient", "ipykernel") if importlib.util.find_spec(m) is None]
     if missing:
         raise SystemExit(f"{', '.join(missing)} not installed for {sys.executable}: make setup installs "

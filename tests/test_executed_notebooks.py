@@ -38,7 +38,8 @@ def problems(executed, folder, on_gpu: bool = True) -> list[str]:
     script = folder / "lab.py"
     found = []
     if cells(executed) != cells(jupytext.read(script)):
-        found.append(f"its cells are not {script.name}'s (make sync-notebooks, then execute again)")
+        found.append(f"its cells are not {script.name}'s (make sync-notebooks, then execute again; "
+                     "if only Markdown changed: python scripts/execute_notebooks.py --markdown)")
     code = [c for c in executed.cells if c.cell_type == "code"]
     for i, cell in enumerate(code):
         errors = [o for o in cell.outputs if o.output_type == "error"]
@@ -153,3 +154,28 @@ def test_what_an_executed_notebook_saves_goes_to_kc_results_not_results(tmp_path
     assert (tmp_path / "probe-nvidia-h200-8.json").is_file(), done.stdout
     assert not (executor.ROOT / "results" / "probe-nvidia-h200-8.json").exists()
     assert f"saved {tmp_path / 'probe-nvidia-h200-8.json'}" in done.stdout
+
+
+def test_markdown_only_takes_the_labs_prose_and_refuses_changed_code(tmp_path):
+    """--markdown (no GPU): a prose edit reaches the executed notebook, outputs kept; a code
+    edit is refused, and the notebook left as it was."""
+    lab = executor.LABS / "01-naive"
+    current = nbformat.read(lab / "lab.ipynb", as_version=4)
+    executed = nbformat.read(lab / "lab.ipynb", as_version=4)
+    code = next(c for c in executed.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Executed on a GPU\n")]
+    prose = next(c for c in executed.cells if c.cell_type == "markdown")
+    prose.source = "an older sentence"
+    assert executor.take_markdown(executed, current) == 1
+    assert prose.source == next(c for c in current.cells if c.cell_type == "markdown").source
+    assert code.outputs[0].text == "Executed on a GPU\n"
+    assert executor.take_markdown(executed, current) == 0
+    code.source += "\nprint('changed')"
+    with pytest.raises(ValueError, match="execute it again on a GPU"):
+        executor.take_markdown(executed, current)
+    out = tmp_path / "notebooks"
+    out.mkdir()
+    nbformat.write(executed, out / "01-naive.ipynb")
+    before = (out / "01-naive.ipynb").read_text()
+    assert executor.markdown_only([lab], out) == 1
+    assert (out / "01-naive.ipynb").read_text() == before
