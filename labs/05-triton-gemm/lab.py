@@ -70,9 +70,6 @@ import kernelcourse  # noqa: F401  first: picks Triton's interpreter when there 
 import torch
 
 from kernelcourse import bench, lab, plots
-from kernelcourse.gemm import flops
-from kernelcourse.ladder import relative_error
-from kernelcourse.verify import GemmImpl
 
 run = lab.start(gpu_size=4096, cpu_size=128, kinds=("triton",))
 print(run.describe())
@@ -368,33 +365,8 @@ else:
 # loads any layout: `NVIDIA_TF32_CONFIGS` are those, tried for tf32 only.
 
 # %%
-def tf32_impl(cfg: dict, k_major: bool) -> GemmImpl:
-    """The masked kernel pinned to `cfg` in tf32, B as the harness gives it or K-major."""
-    def gemm(A, B, C, M, N, K):
-        triton_gemm.matmul(A, B.t().contiguous().t() if k_major else B, C, precision="tf32",
-                           config=cfg, path="masked")
-    return GemmImpl(f"masked tf32 [{configs.config_name(cfg)}]", run.triton, gemm, "tf32")
-
-
 if run.on_gpu and "tf32" in DTYPES:
-    n = 4096
-    record["tf32_layout"] = []
-    for cfg in (configs.config(128, 256, 32, 3, 8), configs.config(64, 64, 32, 5, 2)):
-        d = configs.config_dict(cfg)
-        sets = bench.rotating_sets(tf32_impl(d, k_major=False), n, n, n)
-        for layout, k_major in (("row-major B", False), ("K-major B", True)):
-            # the same values of B, k contiguous or n contiguous, made before the clock runs
-            inputs = [(a, b.t().contiguous().t() if k_major else b, c) for a, b, c in sets]
-            timed = bench.time_launches(run.triton, lambda a, b, c: triton_gemm.matmul(
-                a, b, c, precision="tf32", config=d, path="masked"), inputs=inputs,
-                **measure.repeats(n, n, n))
-            error = relative_error(tf32_impl(d, k_major), n, n, n)
-            tflops = flops(n, n, n) / timed.median / 1e9
-            record["tf32_layout"].append({"config": configs.config_name(cfg), "layout": layout,
-                                          "ms": timed.median, "spread_ms": timed.spread,
-                                          "tflops": tflops, "rel_error": error})
-            print(f"{configs.config_name(cfg):22} {layout:12} {tflops:6.1f} TFLOP/s "
-                  f"(error {error:.1e})")
+    record["tf32_layout"] = measure.tf32_layouts(run, 4096)
     tf32 = next(r for r in rows if r["dtype"] == "tf32")
     print(f"library tf32: {tf32['library'].tflops:.1f} TFLOP/s; autotuned masked tf32: "
           f"{100 * tf32['masked']['of_library']:.1f}% of it ({tf32['masked']['config_name']})")
