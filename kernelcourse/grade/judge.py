@@ -63,21 +63,22 @@ def judge_shape(got: ShapeRuns, sets: list, runs: list[int], pad: int, dtype: st
             problems.append("the kernel changed its inputs A or B (they must come back as they went in)")
     bad = next((r for r in results if not r.passed), None)
     if bad is not None:
-        problems.insert(0, _what(bad, later=results.index(bad) > 0))
+        problems.insert(0, what_failed(bad, later=results.index(bad) > 0))
     return not problems, "; ".join(problems), results
 
 
-def _what(r: ShapeResult, later: bool) -> str:
+def what_failed(r: ShapeResult, later: bool, output: str = "C") -> str:
+    """The first fault of a failed result, in one line; `output`: the output's name (C, out)."""
     again = " on the second input set (same buffers, new values: a result kept from an earlier call?)" if later else ""
     if r.oob_before or r.oob_after:
-        return f"wrote {r.oob_before + r.oob_after} elements outside C{again}"
+        return f"wrote {r.oob_before + r.oob_after} elements outside {output}{again}"
     if r.moved:
         return "results moved between identical runs (a race)"
     if r.unwritten:
-        return f"{r.unwritten} elements of C never written{again}"
+        return f"{r.unwritten} elements of {output} never written{again}"
     row, col, expected, value = r.first_bad
     return (f"{r.bad} elements wrong (relative error {r.rel_error:.1e}, tolerance {r.tolerance:.0e}); "
-            f"first C[{row}][{col}]: expected {expected:.6g}, got {value:.6g}{again}")
+            f"first {output}[{row}][{col}]: expected {expected:.6g}, got {value:.6g}{again}")
 
 
 def judge_gemm(test: GemmTest, shapes_of: dict, got: dict, sets_of, runs: list[int],

@@ -22,7 +22,7 @@ from ..kernel_text import same_code
 from ..precision import TOLERANCE
 from . import inputs
 from .driver import drive, voided
-from .judge import Outcome, round_points
+from .judge import Outcome, round_points, what_failed
 from .spec import OpTest
 
 RUNS = [0, 0, 1]         # set 0 twice (a race shows as results that move), then set 1
@@ -124,21 +124,8 @@ def _judge_size(size, got: dict, sets: list, op, stopped: str | None) -> tuple[b
             problems.append("the kernel changed its input (it must come back as it went in)")
     bad = next((r for r in results if not r.passed), None)
     if bad is not None:
-        problems.insert(0, _what(bad, later=results.index(bad) > 0))
+        problems.insert(0, what_failed(bad, later=results.index(bad) > 0, output="out"))
     return not problems, "; ".join(problems), bad or results[0]
-
-
-def _what(r: ops.SizeResult, later: bool) -> str:
-    again = " on the second input set (same buffers, new values)" if later else ""
-    if r.oob_before or r.oob_after:
-        return f"wrote {r.oob_before + r.oob_after} elements outside out{again}"
-    if r.moved:
-        return "results moved between identical runs (a race)"
-    if r.unwritten:
-        return f"{r.unwritten} elements of out never written{again}"
-    row, col, expected, value = r.first_bad
-    return (f"{r.bad} elements wrong; first out[{row}][{col}]: expected {expected:.6g}, "
-            f"got {value:.6g}{again}")
 
 
 def _outcomes(test: OpTest, per_class: dict, verdicts: dict, header: str, as_shipped: bool) -> list[Outcome]:
