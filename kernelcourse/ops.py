@@ -17,7 +17,8 @@ the GEMM harness is its rules, by the same code where it can:
 A failure is given one cause (DIAGNOSES), in module A00's words. Timing is bench's loop
 (time_launches: events, warm-up, median, rotating buffers), reported in GB/s of the bytes
 the operation must move and against a device-to-device copy of the same bytes timed the
-same way: the fastest any operation that reads and writes those bytes once can go.
+same way: a reference rate, not a ceiling (lab 00's Triton vector add beat it on the H200,
+results/lab00-nvidia-h200-8192.json).
 
     kernel = OpKernel("transpose_shared", TRANSPOSE, path, "transpose_shared", tile_grid)
     report = verify(kernel.c_impl(backend))

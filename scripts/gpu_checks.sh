@@ -12,7 +12,9 @@
 # its inputs), grade (exercise 01's folder of tests/grading/submissions.py graded with
 # performance points, JOBS=1 then JOBS=4, the grades compared; GRADE_JOBS=4 runs one of them), simt-top (lab 06's rungs and
 # its tile sweep against cuBLAS), grade-04 (exercise 04's folder: the solution, the stub and
-# four known-wrong pipelines, graded with performance points beside lab 08's kernel), grade-sharded
+# four known-wrong pipelines, graded with performance points beside lab 08's kernel), grade-00
+# (exercise 00's solution, stub and known-wrong transposes graded on the GPU and the cpu backend:
+# tests/test_exercise_00.py's grader test), grade-sharded
 # (exercise 01's folder graded as 3 tasks by the cluster's grader, CLUSTER=local, and by one
 # JOBS=4 run, the grades compared, performance points aside), profile (Nsight Compute counters of every rung at 4096^3),
 # profile-fp16 (the same for lab 07's matrix-core rungs and cuBLAS in fp16), profile-hopper
@@ -30,7 +32,7 @@
 set -uo pipefail
 out=${1:?usage: scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]}
 shift
-steps=${*:-test-gpu bench-library lab00 lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade grade-04 grade-sharded simt-top profile profile-fp16 profile-hopper profile-lab00 dynamic-shared notebooks}
+steps=${*:-test-gpu bench-library lab00 lab01 lab02 lab03 lab04 lab04-1000 lab05 lab07 lab08 run-to-run autotune-noise launch-overhead check-sanitize grade grade-00 grade-04 grade-sharded simt-top profile profile-fp16 profile-hopper profile-lab00 dynamic-shared notebooks}
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 logs=$(mktemp -d)
@@ -93,6 +95,7 @@ run_step() {
                      --out build/grade-04 --test-time-limit 120 || return 1
                    "$py" -c 'import csv, sys; [print(r["student"], r["total"], "of", r["max"]) for r in csv.DictReader(open(sys.argv[1]))]' \
                      build/grade-04/grades.csv ;;
+    grade-00)      "$py" -m pytest tests/test_exercise_00.py -k test_the_grader -rA -p no:cacheprovider ;;
     grade-sharded) subs=build/grade-subs-01-sharded; rm -rf "$subs" build/grade-01-sharded*
                    "$py" tests/grading/submissions.py 01 "$subs" || return 1
                    for how in jobs4 tasks3; do       # one JOBS=4 run, then 3 tasks (JOBS=4 each) here
@@ -149,6 +152,10 @@ for step in $steps; do
       grep -E '^(jobs4|tasks3): |^  task |graded in|^build/|^  [^ ]+: ' "$log" | grep -vE '^  (probe|isolation): ' \
         | sed "s|$PWD/||g"                 # paths from the course's folder, not this machine's
     } > "results/grade-sharded-$device/runs.txt"
+  fi
+  if [ "$step" = grade-00 ]; then       # the test's verdict and the grader's lines
+    { echo "scripts/gpu_checks.sh grade-00 on $device, $(date -u +%FT%TZ)"; sed "s|$PWD/||g; s|$PWD|.|g" "$log"; } \
+      > "results/grade-00-$device.txt"
   fi
   if [ "$step" = check-sanitize ]; then
     { echo "make check EX=01 on exercise 01's reads_past_inputs variant (tests/exercise_variants.py),"\

@@ -34,7 +34,8 @@ SCREENSHOTS = [("home.png", "index.html", None),
                ("a06-diagram.png", "modules/A06-tiled-gemm.html", "pre.diagram"),
                ("lab04.png", "labs/04-ladder/index.html", None),
                ("lab04-roofline.png", "labs/04-ladder/index.html", "img"),
-               ("lab04-notebook.png", "labs/04-ladder/lab.html", None),
+               ("lab04-notebook.png", "labs/04-ladder/lab.html", "div.jp-OutputArea"),   # the H200 run's first output
+               ("lab04-notebook-plot.png", "labs/04-ladder/lab.html", "img"),
                ("lab01-math.png", "labs/01-naive/lab.html", "mjx-container"),
                ("ex01.png", "exercises/01-tiled-matmul/index.html", None)]
 
