@@ -106,8 +106,9 @@ print(run.describe())
 #   stride of 64 words a column sits in one bank (a 4-way conflict for the 8 rows x
 #   4 columns a warp stores), so the row is padded to `BM + 1` words (2-way left). The pad makes the row stride odd, so the
 #   compiler reads a thread's four A words as one float4 only on every fourth k
-#   (float2s or single words on the others); `-DA_PAD=4` keeps the float4 alignment
-#   at the price of some conflicts on the store: a trade-off to measure.
+#   (two float2s, or a float4 plus a word, on the others); `-DA_PAD=4` (stride 68)
+#   aligns every k's four words for a float4 and costs the store nothing (still
+#   2-way: 4 x 68 = 16 mod 32); the README has the SASS counts of both.
 # * **B is read as float4** from `Bs[k][4·tx ...]`.
 # * **A warp covers a 4 x 8 patch of micro-tiles** (16 rows x 32 columns of C), not
 #   a 2 x 16 strip: per k it needs 16 words of A and 32 of B instead of 8 and 64,

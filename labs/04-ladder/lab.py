@@ -39,8 +39,9 @@
 #
 # * each rung moves right (more FLOP per byte) and up;
 # * naive and tiled sit on the memory side of the ridge; regblock at 16 FLOP/byte is
-#   near or past the ridge of an H100/H200 (about 14 FLOP/byte on the datasheet) and
-#   well short of an MI300X's (about 31), lab 06's rungs at 32 past both;
+#   just past an H200's ridge (about 14 FLOP/byte on the datasheet), short of an H100's
+#   (about 20) and well short of an MI300X's (about 31, counting packed FMA); lab 06's
+#   rungs at 32 are past all three;
 # * the library stays above every rung, for the reasons module A06 §6 lists:
 #   larger tiles, software pipelining, shapes tuned per problem;
 # * naive may plot *above* its memory roof: the intensity counts the bytes the kernel
