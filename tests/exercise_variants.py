@@ -81,7 +81,7 @@ EXERCISE_01 = (
     Variant("no_barrier1", "tiled.cu", "race", "barrier 1 (after the tile loads) left out",
             (("        // Barrier 1, read-after-write: no thread may read the tiles until every\n"
               "        // thread has written its slot of them.\n"
-              "        __syncthreads();\n", ""),)),
+              "        __syncthreads();\n", ""),), cpu_right=0),
     # The loop (loads, barriers, inner product) under the store's guard: in an edge block
     # the threads outside C never reach the barriers the others wait at.
     Variant("barrier_inside_if", "tiled.cu", "barrier", "the whole K loop inside if (row < M && col < N)",

@@ -123,7 +123,7 @@ def graded00(tmp_path_factory):
 def test_the_grader_gives_each_class_its_share_and_names_the_cause(graded00):
     """On the cpu backend each class's points are CPU_POINTS exactly. On a GPU a class earns
     the smaller of its GPU and cpu-backend shares, so: the solution and the stub as on the
-    CPU, no variant above its CPU points, and both runs' reports in each class's output."""
+    CPU, no variant above its CPU points, and both runs' reports in the solution's output."""
     from kernelcourse.device import detect
     on_gpu = detect().is_gpu
     assert snapshot(graded00.folder) == graded00.before, "the grader changed a submission"

@@ -169,7 +169,7 @@ assert reports and all(r.passed for r in reports), "a tiled GEMM failed verifica
 #    value, but on those no step wrote the slot, and the `cpu` backend fills shared
 #    memory with NaN at each launch.
 # 2. **Remove barrier 1.** Restore the file, comment out the `__syncthreads()` after
-#    the tile loads and rerun. Nearly every shape fails, marked `[moved]`; the report
+#    the tile loads and rerun. On the cpu backend every shape fails, marked `[moved]`; the report
 #    starts `FAIL (race)` and says `Results move between identical runs on 64x64x64,
 #    ...: a race on the shared tile.` Without barrier 2 instead, the
 #    diagnosis is the same, but 64x64x7 and 1x1x1 pass: one K step, no next tile to
@@ -192,7 +192,7 @@ run.resources(rung, variants=({}, {"TILE": 16}))
 # ## 5. Benchmark
 #
 # On a GPU: TILE = 32 and TILE = 16 against the vendor library at 4096³. Expect
-# less than you might: 1.42 times the naive kernel on an H200, about a sixth of the
+# less than you might: about 1.4 times the naive kernel on an H200, about a sixth of the
 # library. HBM is not the limit (8 FLOP/byte would allow four times more); the
 # sm_90 machine code issues 40 shared-memory loads for 32 FMAs in the inner loop
 # (the README shows how to count them), and shared memory serves one warp-wide load

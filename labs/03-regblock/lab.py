@@ -176,7 +176,7 @@ run.resources(rung, variants=({}, {"BM": 128, "BN": 128, "TM": 8, "TN": 8, "BK":
 #
 # On a GPU: the kernel at 4096³ against the vendor library, plus two variants of
 # the same file: `BK=32` (fewer barriers, twice the shared memory) and `A_PAD=4`
-# (aligned float4 reads of A, some bank conflicts on its store). Compare the
+# (aligned float4 reads of A, the store still 2-way). Compare the
 # percentage of the library with lab 02; the library still wins, mostly because it
 # runs deeper pipelines and larger tiles, tuned per shape.
 #
