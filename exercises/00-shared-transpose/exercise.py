@@ -14,10 +14,10 @@
 # %% [markdown]
 # # Exercise 00 — The shared-memory transpose
 #
-# Lab 00's padded shared-memory transpose (`transpose_padded`), with its body taken out: you write the tile's load, the
-# barrier and the transposed store in **`transpose_shared.cu`** (in this folder). This
-# notebook shows the launch, runs your kernel on two small sizes, and runs the check. The
-# README holds the questions.
+# Lab 00's padded shared-memory transpose (`transpose_padded`), with its body taken out:
+# you write the tile's load, the barrier and the transposed store in
+# **`transpose_shared.cu`** (in this folder). This notebook shows the launch, runs your
+# kernel on two small sizes, and runs the check. The README holds the questions.
 #
 # Edit the file in an editor, save, and run the cells again: each cell rebuilds it.
 

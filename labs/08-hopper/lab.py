@@ -135,9 +135,10 @@ for rung in LADDER:
 # %% [markdown]
 # ## 4. Benchmark
 #
-# Each rung against cuBLAS of the same precision (CuPy's for fp16, torch's for bf16), in the same run, at 4096³ and
-# 8192³; then, at 8192³ in fp16, the ring's depth (rung 2: 3 stages against its 4) and the
-# persistent walk's group of tile rows (rung 3; GROUP_M=1 walks C row by row).
+# Each rung against cuBLAS of the same precision (CuPy's for fp16, torch's for bf16), in
+# the same run, at 4096³ and 8192³; then, at 8192³ in fp16, the ring's depth (rung 2: 3
+# stages against its 4) and the persistent walk's group of tile rows (rung 3; GROUP_M=1
+# walks C row by row).
 
 # %%
 timings = []
