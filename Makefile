@@ -112,8 +112,10 @@ $(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
 # On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
 # machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).
 # One process by default: some GPU tests time kernels (none asserts a speed), and workers
-# share the GPU. GPU_WORKERS=4 runs four (the H200's suite: 543 s with four). With LAB= (or
-# EX=, PART=), tests/test_notebooks.py goes with the notebooks, for the conftest that marks them.
+# share the GPU: the grader's performance-points test compares two gradings' points, which
+# other workers' kernels on the same GPU can move (with 8 workers it failed once so).
+# GPU_WORKERS=4 runs four (the H200's suite: 543 s with four). With LAB= (or EX=, PART=),
+# tests/test_notebooks.py goes with the notebooks, for the conftest that marks them.
 GPU_WORKERS ?= 0
 test-gpu: $(SETUP)
 	$(PYTHON) -m pytest $(if $(filter-out 0,$(GPU_WORKERS)),-n $(GPU_WORKERS) --dist loadfile --no-loadscope-reorder) -m "gpu$(SELECT)" tests

@@ -63,9 +63,9 @@ def doctor() -> int:
             print(f"  not {vendor}: {why}")
         if device.is_gpu:
             from .support import RESULT, column
-            print(f"\nThis GPU's column of {RESULT.relative_to(REPO)} (compiled there, not run; "
-                  "each lab checks before it launches):")
-            print("\n".join("  " + line for line in column(device.arch)))
+            print(f"\nWhat each kernel's lab decides for this GPU before launching it, with what "
+                  f"{RESULT.relative_to(REPO)} compiled it to for {device.arch} (compiled, not run):")
+            print("\n".join("  " + line for line in column(device)))
     print("\nBackends and compilers:")
     for name, check, fix in _checks(device):
         try:

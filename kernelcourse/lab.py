@@ -87,25 +87,32 @@ class LabRun:
         return rung.build(self.device.lockstep_width, **defines)
 
     # -- what runs
+    def refused(self, rung, **defines) -> str | None:
+        """Why this run's GPU cannot run the rung built with `defines` (an NVIDIA GPU before
+        sm_80 for mma.sync, an AMD one without MFMA, a tile whose shared memory a block there
+        cannot have), said in one line; None where it can (always on the cpu backend)."""
+        why = rung.refusal(self.c.device, **defines) if self.c is not None else None
+        if why:
+            label = " ".join(f"{k}={v}" for k, v in defines.items())
+            print(f"{rung.name}{' ' + label if label else ''}: skipped: {why}")
+        return why
+
     def impls(self, rung) -> list[GemmImpl]:
         """The rung's implementations this run includes: its C kernel (on the GPU, or on the
-        cpu backend with no GPU) and its Triton twin, where it has one."""
-        found = [rung.c_impl(self.c)] if self.c is not None else []
+        cpu backend with no GPU) where this GPU can run it (else a line saying why), and its
+        Triton twin, where it has one."""
+        found = [rung.c_impl(self.c)] if self.c is not None and not self.refused(rung) else []
         if self.triton is not None and rung.twin is not None:
             found.append(rung.triton_impl(self.triton))
         return found
 
     def runnable(self, rungs) -> list:
         """The rungs this run's C backend can run; each other one is skipped with its reason in
-        one line (an NVIDIA GPU before sm_80 for mma.sync, an AMD one without MFMA, a tile
-        whose shared memory a block on this GPU cannot have), and the lab goes on with the
-        rest. Where none is left, the lab stops with one line saying what runs them."""
-        device = self.c.device if self.c is not None else None
+        one line (refused()), and the lab goes on with the rest. Where none is left, the lab
+        stops with one line saying what runs them."""
         kept, why = [], None
         for rung in rungs:
-            if device is not None and (why := rung.refusal(device)):
-                print(f"{rung.name}: skipped: {why}")
-            else:
+            if not (why := self.refused(rung)):
                 kept.append(rung)
         if rungs and not kept:
             raise SystemExit(f"{why}: this lab stops here; BACKEND=cpu runs it on the cpu backend "
@@ -136,7 +143,7 @@ class LabRun:
         `variants`) timed by timed(), with the rung's warm-up and repeats."""
         found = self.impls(rung)
         if self.c is not None:
-            found[1:1] = [rung.c_impl(self.c, **d) for d in variants]
+            found[1:1] = [rung.c_impl(self.c, **d) for d in variants if not self.refused(rung, **d)]
         return self.timed(found, **rung.bench_kwargs)
 
     def timed(self, found: list[GemmImpl], library_dtype: str = "fp32",

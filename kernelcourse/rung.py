@@ -86,6 +86,8 @@ class Rung:
     # 'wgmma': sm_90a). Another GPU is refused by name before anything is compiled (the cpu
     # backend runs all), as is a build whose shared memory one block there cannot have.
     needs: dict = field(default_factory=dict)
+    # What a bf16 build (KC_BF16=1) needs beyond `needs`, per vendor, in the same form.
+    bf16_needs: dict = field(default_factory=dict)
     # The defaults: the file's own, then the headers'. Read from `source` when the rung is
     # declared, and kept when the rung is built from another file (with_files).
     defines: dict = None
@@ -133,7 +135,8 @@ class Rung:
         """Why this rung's kernel, built with `defines` for `device`, cannot run there (None: it
         can, or `device` is no GPU: the cpu backend runs every rung): an instruction family the
         GPU lacks (`needs`, kernelcourse/targets.py), or more shared memory than one block may
-        have there (the runtime's limit, else the architecture's)."""
+        have there (the runtime's limit, else the architecture's; 48 KB on NVIDIA for a kernel that
+        declares its shared memory statically)."""
         found = self.refusal_reason(device, **defines)
         return found and found[1]
 
@@ -143,18 +146,20 @@ class Rung:
         if not device.is_gpu:
             return None
         arch = device.arch or "an architecture the course does not know"
-        if device.vendor in self.needs:
-            feature, why = self.needs[device.vendor]
+        build = self.build(device.lockstep_width, **defines)
+        wanted = (self.needs, self.bf16_needs if bf16_build(build.defines) else {})
+        for feature, why in (need[device.vendor] for need in wanted if device.vendor in need):
             if feature not in targets.features(device.arch):
                 return feature, (f"{self.name} needs {targets.FEATURES[feature]} for {why}; this "
                                  f"GPU, {device.name}, is {arch}")
-        build = self.build(device.lockstep_width, **defines)
-        limit = targets.shared_of(device)
+        limit = targets.block_shared(device, self.dynamic_shared)
         if limit and build.shared_bytes > limit:
             tile = ", ".join(f"{k}={v}" for k, v in build.defines.items())
+            static = (" declared statically (more must be dynamic shared memory, asked for at launch)"
+                      if limit < (targets.shared_of(device) or 0) else "")
             return "shared memory", (f"{self.name} with {tile} needs {build.shared_bytes} B of "
                                      f"shared memory a block; this GPU, {device.name} ({arch}), "
-                                     f"allows {limit} B")
+                                     f"allows {limit} B{static}")
         return None
 
     def c_impl(self, backend, **defines) -> GemmImpl:

@@ -25,7 +25,7 @@ from . import targets
 from .backends.compile_only import CompilerNotFound, TargetUnknown, compile_for, triton_compile_many
 from .lab import REPO, RESULTS
 from .rung import load_module
-from .rungs import BY_LAB, LABS
+from .rungs import BY_LAB, LABS, RUNG
 
 RESULT = RESULTS / "support-matrix.json"
 DOCS = {REPO / "SETUP.md": "cells", REPO / "README.md": "labs"}     # file -> which table
@@ -43,9 +43,9 @@ def usage_fields(usage, dynamic_shared: int = 0) -> dict:
 
 # ----------------------------------------------------------------------------- the C rungs
 
-def c_cell(lab: str, rung, target: targets.Target) -> dict:
+def c_cell(lab: str, rung, target: targets.Target, strict: bool = False) -> dict:
     """The rung's C kernel on `target`: refused (what, why), compiled (its numbers), or not
-    built here (its compiler is missing on this machine)."""
+    built here (its compiler is missing on this machine; strict: CompilerNotFound)."""
     cell = {"lab": lab, "rung": rung.name, "kind": "c", "target": target.arch}
     device = target.device()
     if found := rung.refusal_reason(device):
@@ -55,6 +55,8 @@ def c_cell(lab: str, rung, target: targets.Target) -> dict:
     try:
         usage = compile_for(rung.source, arch, build.defines).resources[rung.kernel]
     except CompilerNotFound as exc:
+        if strict:
+            raise
         return {**cell, "status": "not built here", "why": str(exc).splitlines()[0]}
     except TargetUnknown as exc:                     # a compiler here too old for this GPU
         said = re.sub(r"; its compiler knows [^.]*\.", ";", " ".join(exc.log.split()))
@@ -277,18 +279,45 @@ def load() -> dict:
     return json.loads(RESULT.read_text())
 
 
-def column(arch: str | None, matrix: dict | None = None) -> list[str]:
-    """What `make doctor` prints for this GPU: its column of the committed matrix, a line a
-    kernel (or why this architecture has no column)."""
+def refusal(cell: dict, device) -> tuple[str, str] | None:
+    """The check a lab makes before it launches the cell's kernel on `device`, today: a C
+    rung's own refusal (with the runtime's limit where detect() asked it), a lab's Triton
+    kernel's through its aot_report; a Triton twin runs wherever Triton does."""
+    if cell["kind"] == "c":
+        return RUNG[cell["rung"]].refusal_reason(device)
+    report = _own_reports().get(cell["lab"])
+    if report is not None and hasattr(report, "refusal"):
+        return report.refusal(cell["rung"], device.arch)
+    return None
+
+
+def column(device, matrix: dict | None = None) -> list[str]:
+    """What `make doctor` prints for this GPU, a line a kernel of the matrix: this GPU's own
+    verdict (refusal(): what the lab checks before launching it), and where the kernel may
+    run, what the matrix's column of this architecture says it compiled to (compiled, not run)."""
     matrix = matrix or load()
-    here = [c for c in matrix["cells"] if c["target"] == arch]
-    if not here:
-        known = ", ".join(t["arch"] for t in matrix["targets"])
-        return [f"{arch} is not a column of {RESULT.relative_to(REPO)} ({known}); each lab still "
-                "checks its rungs' instructions and shared memory before launching them"]
-    width = max(len(f"lab {c['lab']} {c['rung']} ({c['kind']})") for c in here)
-    return [f"{('lab ' + c['lab'] + ' ' + c['rung'] + ' (' + c['kind'] + ')'):{width}}  "
-            + (c["why"] if c["status"] == "refused" else cell_text(c)) for c in here]
+    kernels = {(c["lab"], c["rung"], c["kind"]): c for c in matrix["cells"]}
+    compiled = {(c["lab"], c["rung"], c["kind"]): c for c in matrix["cells"] if c["target"] == device.arch}
+    lines = []
+    for key, cell in kernels.items():
+        found, there = refusal(cell, device), compiled.get(key)
+        if found:
+            text = found[1]
+        elif there is None:
+            text = f"may run (not compiled for {device.arch})"
+        elif there["status"] == "refused":         # the table refuses it; this GPU's runtime does not
+            text = f"may run here (the matrix's stand-in for {device.arch} refuses it: {there['why']})"
+        else:
+            text = cell_text(there)
+        rung = RUNG.get(cell["rung"]) if cell["kind"] == "c" else None
+        if not found and rung and rung.bf16_needs and (bf16 := rung.refusal(device, KC_BF16=1)):
+            text += f"; in bf16 refused: {bf16}"
+        lines.append((f"lab {key[0]} {key[1]} ({key[2]})", text))
+    width = max(len(name) for name, _ in lines)
+    absent = [] if compiled else [
+        f"{device.arch} is no column of {RESULT.relative_to(REPO)} (it has "
+        f"{', '.join(t['arch'] for t in matrix['targets'])}): nothing was compiled for it"]
+    return absent + [f"{name:{width}}  {text}" for name, text in lines]
 
 
 def sample(matrix: dict, count: int = 6, seed: int = 0) -> list[dict]:

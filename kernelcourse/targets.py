@@ -8,7 +8,8 @@ one; `TARGETS` are the columns of the support matrix (`kernelcourse/support.py`)
 architecture a student is likely to meet, each with the GPUs that have it.
 
 Sources (REFERENCES.md, "GPU architectures"): the CUDA C++ Programming Guide's table of
-technical specifications per compute capability (shared memory per block, opt-in); the PTX
+technical specifications per compute capability (shared memory per block, opt-in; 48 KB
+declared statically); the PTX
 ISA's target notes for each instruction (mma.sync's m16n8k16 and cp.async from sm_80,
 cp.async.bulk.tensor (TMA) from sm_90, wgmma on sm_90a only); AMD's GPU hardware
 specifications (LDS per workgroup, wavefront size) and CDNA3 / RDNA3 ISA guides (MFMA on
@@ -26,6 +27,10 @@ KB = 1024
 # per NVIDIA compute capability; the next lower listed one for a capability not listed.
 NVIDIA_SHARED = {70: 96 * KB, 75: 64 * KB, 80: 163 * KB, 86: 99 * KB, 87: 163 * KB,
                  89: 99 * KB, 90: 227 * KB, 100: 227 * KB, 120: 99 * KB}
+# Shared memory a kernel may declare statically (its __shared__ arrays) on any NVIDIA GPU: past
+# 48 KB a block's shared memory must be dynamic, asked for at launch and opted into (ptxas
+# refuses a larger static declaration: "uses too much shared data"). AMD's LDS has no such split.
+NVIDIA_STATIC_SHARED = 48 * KB
 # LDS one workgroup may have on AMD: 64 KB on GCN, CDNA 1-3 and RDNA; 160 KB on CDNA4.
 AMD_SHARED = {"gfx950": 160 * KB}
 AMD_SHARED_DEFAULT = 64 * KB
@@ -36,6 +41,7 @@ FEATURES = {
     "tma": "sm_90 or newer",                        # the tensor memory accelerator: Hopper
     "wgmma": "sm_90 (Hopper), built for sm_90a",    # Hopper's alone: Blackwell has tcgen05
     "mfma": "an AMD GPU with MFMA (CDNA)",          # gfx908, gfx90a, gfx94x, gfx95x
+    "mfma.bf16": "an AMD CDNA GPU from gfx90a (MI200) on",  # gfx908 (MI100): no 16x16x16 bf16
     "wmma": "an AMD RDNA3 or RDNA4 GPU",            # gfx11, gfx12: WMMA over 32-wide waves
 }
 
@@ -53,8 +59,10 @@ def features(arch: str | None) -> frozenset[str]:
         cc = capability(arch)
         return frozenset(name for name, has in (("mma.sync", cc >= 80), ("tma", cc >= 90),
                                                 ("wgmma", cc == 90)) if has)
-    if arch.startswith(("gfx908", "gfx90a", "gfx94", "gfx95")):
+    if arch.startswith("gfx908"):
         return frozenset({"mfma"})
+    if arch.startswith(("gfx90a", "gfx94", "gfx95")):
+        return frozenset({"mfma", "mfma.bf16"})
     if arch.startswith(("gfx11", "gfx12")):
         return frozenset({"wmma"})
     return frozenset()
@@ -75,6 +83,15 @@ def shared_limit(arch: str | None) -> int | None:
 def shared_of(device: Device) -> int | None:
     """The device's limit: the runtime's where it was asked, else the table's."""
     return device.shared_per_block or shared_limit(device.arch)
+
+
+def block_shared(device: Device, dynamic: bool) -> int | None:
+    """Shared memory one block of a kernel may have on `device`: shared_of(), and on NVIDIA at
+    most NVIDIA_STATIC_SHARED where the kernel declares it all statically (`dynamic` False)."""
+    limit = shared_of(device)
+    if limit and device.vendor == "nvidia" and not dynamic:
+        return min(limit, NVIDIA_STATIC_SHARED)
+    return limit
 
 
 @dataclass(frozen=True)

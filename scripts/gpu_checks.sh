@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of a release, on a machine with an NVIDIA GPU and its own Python (no set-up):
 #   scripts/gpu_checks.sh OUTPUT_DIR [STEP ...]
-# Steps: test-gpu (the gpu-marked tests, GPU_WORKERS=4 pytest workers; summary kept in results/), test-gpu:PATH[,PATH]
+# Steps: test-gpu (the gpu-marked tests, GPU_WORKERS=4 pytest workers, each taking whole files,
+# GPU_DIST=load: single tests; summary kept in results/), test-gpu:PATH[,PATH]
 # (those test files only, their summary appended to results/, for a run split over calls
 # that each have a time limit; GPU_TESTS_K=EXPR: only the tests pytest -k EXPR selects), bench-library, lab00 ..
 # lab05 (each at its default size; lab00: vector add and transposes against the copy, 8192), lab04-1000 (every boundary guard), run-to-run (the
@@ -47,11 +48,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 
 run_step() {
   case $1 in
-    test-gpu)      "$py" -m pytest -m gpu tests -n "${GPU_WORKERS:-4}" --dist loadfile --no-loadscope-reorder \
+    test-gpu)      "$py" -m pytest -m gpu tests -n "${GPU_WORKERS:-4}" --dist "${GPU_DIST:-loadfile}" --no-loadscope-reorder \
                      -rA -p no:cacheprovider --durations=10 ;;
     test-gpu:*)    IFS=, read -ra paths <<< "${1#test-gpu:}"
                    selected=(); [ -n "${GPU_TESTS_K:-}" ] && selected=(-k "$GPU_TESTS_K")
-                   "$py" -m pytest -m gpu "${paths[@]}" "${selected[@]}" -n "${GPU_WORKERS:-4}" --dist loadfile \
+                   "$py" -m pytest -m gpu "${paths[@]}" "${selected[@]}" -n "${GPU_WORKERS:-4}" --dist "${GPU_DIST:-loadfile}" \
                      --no-loadscope-reorder -rA -p no:cacheprovider --durations=10 ;;
     bench-library) "$py" -m kernelcourse bench-library --size 4096 ;;
     lab04-1000)    "$py" -m kernelcourse run-lab 04 --size 1000 ;;

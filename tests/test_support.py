@@ -37,12 +37,13 @@ def test_the_matrix_has_every_rung_of_every_lab_on_every_target_and_nothing_else
 
 
 @pytest.mark.parametrize("target", targets.TARGETS, ids=lambda t: t.arch)
-def test_each_refusal_in_the_matrix_is_the_rung_s_own_today(target):
-    """No compiling: the rung's check for a stand-in GPU of the column gives the cell's
-    status, and for a refused cell its words."""
+def test_each_refusal_in_the_matrix_is_the_kernel_s_own_today(target):
+    """No compiling: the check a lab makes for a stand-in GPU of the column (a C rung's
+    refusal, lab 05's for its Triton kernels) gives the cell's status, and for a refused
+    cell its words."""
     device = target.device()
-    for cell in (c for c in C_CELLS if c["target"] == target.arch):
-        found = rungs.RUNG[cell["rung"]].refusal_reason(device)
+    for cell in (c for c in MATRIX["cells"] if c["target"] == target.arch):
+        found = support.refusal(cell, device)
         if cell["status"] == "refused":
             assert found == (cell["missing"], cell["why"]), cell
         else:
@@ -57,7 +58,8 @@ def test_the_rules_give_the_limits_and_instructions_the_references_give():
     assert targets.features("sm_75") == set() and targets.features("sm_80") == {"mma.sync"}
     assert targets.features("sm_90a") == {"mma.sync", "tma", "wgmma"}
     assert targets.features("sm_100") == {"mma.sync", "tma"}              # no wgmma on Blackwell
-    assert targets.features("gfx942") == {"mfma"} and targets.features("gfx1100") == {"wmma"}
+    assert targets.features("gfx942") == {"mfma", "mfma.bf16"} and targets.features("gfx1100") == {"wmma"}
+    assert targets.features("gfx908") == {"mfma"}                          # MI100: no bf16 MFMA
     assert targets.features("gfx1030") == set() and targets.features(None) == set()
 
 
@@ -84,12 +86,70 @@ def test_a_lab_on_a_stand_in_gpu_of_each_column_launches_only_what_the_matrix_al
     capsys.readouterr()
 
 
-def test_doctor_prints_the_column_of_the_gpu_it_finds():
-    lines = support.column("sm_86", MATRIX)
+def test_doctor_prints_what_each_lab_decides_for_the_gpu_it_finds():
+    """The GPU's own verdicts (its name and its runtime's limit), the matrix's numbers where
+    it has the architecture's column; for another architecture, the verdicts alone."""
+    rtx = Device("nvidia", "NVIDIA GeForce RTX 3080", "sm_86", 32, 68, shared_per_block=101376)
+    lines = support.column(rtx, MATRIX)
     ahead = next(line for line in lines if "mma_ahead (c)" in line)
-    assert "needs 147456 B of shared memory a block" in ahead and "allows 101376 B" in ahead
+    assert "needs 147456 B of shared memory a block" in ahead and "RTX 3080 (sm_86), allows 101376 B" in ahead
     assert any("tiled (c)" in line and " r, 8 KB" in line for line in lines)
-    assert support.column("sm_87", MATRIX)[0].startswith("sm_87 is not a column of results/support-matrix.json")
+    assert any("tma (triton)" in line and "predates TMA" in line for line in lines)
+    orin = support.column(Device("nvidia", "Jetson AGX Orin", "sm_87", 32, 16, shared_per_block=166912), MATRIX)
+    assert orin[0].startswith("sm_87 is no column of results/support-matrix.json")
+    assert any("mma_ahead (c)" in line and "may run (not compiled for sm_87)" in line for line in orin)
+    assert any("wgmma_tma (c)" in line and "Jetson AGX Orin, is sm_87" in line for line in orin)
+    mi100 = support.column(Device("amd", "AMD Instinct MI100", "gfx908", 64, 120, shared_per_block=65536), MATRIX)
+    assert any("mma_tiles (c)" in line and "in bf16 refused" in line and "gfx90a" in line for line in mi100)
+
+
+# Architectures a student may own that are no column of the matrix: the rules still decide.
+OTHERS = {"sm_61": set(), "sm_70": set(), "sm_87": {"mma.sync"}, "sm_103": {"mma.sync", "tma"},
+          "sm_121": {"mma.sync", "tma"}, "gfx908": {"mfma"}, "gfx950": {"mfma", "mfma.bf16"},
+          "gfx1030": set(), "gfx1151": {"wmma"}, "gfx1201": {"wmma"}}
+
+
+@pytest.mark.parametrize("arch", OTHERS)
+def test_a_gpu_outside_the_matrix_gets_every_lab_s_decision_by_the_same_rules(arch, capsys):
+    """Every rung of every lab, in fp16 and (lab 07) bf16, through the lab's own calls on a
+    stand-in GPU of an architecture with no column: each is kept, or skipped in one line that
+    names the GPU, and nothing is compiled for a skipped one."""
+    assert targets.features(arch) == OTHERS[arch]
+    device = Device("amd" if arch.startswith("gfx") else "nvidia", f"a {arch} GPU", arch,
+                    targets.lockstep_width(arch), 8, shared_per_block=targets.shared_limit(arch) or 49152)
+    compiled = []
+    backend = SimpleNamespace(device=device, name="stand-in",
+                              compile=lambda source, kernel, defines: compiled.append(kernel) or (lambda *a: None))
+    run = lab.LabRun("auto", 4096, backend, None)
+    for found in rungs.BY_LAB.values():
+        for rung in found:
+            for precision in ({}, {"KC_BF16": 1}) if rung.bf16_needs else ({},):
+                compiled.clear()
+                why = run.refused(rung, **precision)
+                printed = capsys.readouterr().out
+                if why:
+                    assert printed.count("\n") == 1 and "skipped" in printed and arch in printed, printed
+                    assert precision or run.impls(rung) == []          # what labs 01-06 call
+                    assert not compiled
+                    capsys.readouterr()
+                else:
+                    assert printed == "" and rung.c_impl(backend, **precision) and compiled == [rung.kernel]
+    labels = {r.name: run.refused(r) for r in rungs.of_lab("08")}
+    assert all(labels.values()) == (arch != "sm_90")
+    capsys.readouterr()
+
+
+def test_a_statically_declared_tile_past_48_kb_is_refused_on_nvidia_whatever_its_opt_in():
+    """ptxas refuses a static __shared__ declaration past 48 KB on every NVIDIA GPU; only
+    dynamic shared memory may use the opt-in limit. AMD's LDS has no such split."""
+    h200 = targets.BY_ARCH["sm_90"].device()
+    pipeline = rungs.RUNG["mma_pipeline"]
+    assert not pipeline.dynamic_shared and pipeline.refusal(h200) is None   # 48 KB: the default
+    why = pipeline.refusal(h200, STAGES=4)
+    assert why and "needs 65536 B" in why and "allows 49152 B declared statically" in why
+    assert pipeline.refusal(targets.BY_ARCH["gfx90a"].device(), STAGES=4, BM=64) is None
+    ahead = rungs.RUNG["mma_ahead"]                                         # dynamic: 144 KB fits
+    assert ahead.dynamic_shared and ahead.refusal(h200) is None
 
 
 def test_a_sample_of_compiled_cells_rebuilds_here_to_the_committed_numbers():
@@ -99,7 +159,8 @@ def test_a_sample_of_compiled_cells_rebuilds_here_to_the_committed_numbers():
     here = support.compilers()
     for cell in support.sample(MATRIX):
         if cell["kind"] == "c":
-            rebuilt = support.c_cell(cell["lab"], rungs.RUNG[cell["rung"]], targets.BY_ARCH[cell["target"]])
+            rebuilt = support.c_cell(cell["lab"], rungs.RUNG[cell["rung"]], targets.BY_ARCH[cell["target"]],
+                                     strict=True)        # a missing compiler: a skip, or where required a failure
             compiler = "nvrtc" if cell["target"].startswith("sm_") else "hipcc"
         elif cell["lab"] == "05":
             rebuilt = next(c for c in support._own_reports()["05"].support([cell["target"]])

@@ -173,16 +173,16 @@ def test_pruning_for_operand_width_and_mode():
     nvidia, limit = configs.NVIDIA_CONFIGS, 232448
     everything, extra = configs.configs_for("nvidia"), names(configs.NVIDIA_TF32_CONFIGS)
     assert not extra & names(nvidia)                              # no candidate tuned twice
-    assert extra <= names(configs.usable(everything, 4, "tf32", "nvidia", limit))
+    assert extra <= names(configs.usable(everything, 4, "tf32", "sm_90", limit))
     for width, mode in ((2, "ieee"), (4, "ieee")):               # the 2-warp tf32 ones only for tf32
-        assert not extra & names(configs.usable(everything, width, mode, "nvidia", limit))
-    assert names(configs.usable(nvidia, 2, "ieee", "nvidia", limit)) == names(nvidia)
-    tf32 = configs.usable(nvidia, 4, "tf32", "nvidia", limit)
+        assert not extra & names(configs.usable(everything, width, mode, "sm_90", limit))
+    assert names(configs.usable(nvidia, 2, "ieee", "sm_90", limit)) == names(nvidia)
+    tf32 = configs.usable(nvidia, 4, "tf32", "sm_90", limit)
     assert "128x256x64 s3 w8 g8" not in names(tf32) and "128x256x32 s3 w8 g8" in names(tf32)
-    ieee = configs.usable(nvidia, 4, "ieee", "nvidia", limit)
+    ieee = configs.usable(nvidia, 4, "ieee", "sm_90", limit)
     assert ieee and all(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 32 * c.num_warps
                         for c in ieee)
-    assert names(configs.usable(configs.AMD_CONFIGS, 4, "ieee", "amd", 65536)) == \
+    assert names(configs.usable(configs.AMD_CONFIGS, 4, "ieee", "gfx942", 65536)) == \
         names(configs.AMD_CONFIGS)
 
 
@@ -320,15 +320,47 @@ def test_shared_memory_model_matches_the_compiler(aot):
                for c in candidates}
     for r in rows:
         cfg = by_name[(r["kernel"], r["target"], r["config"])]
-        vendor = "nvidia" if r["target"] == "sm_90" else "amd"
         if r["kernel"] == "tma":
             assert configs.tma_shared_bytes(cfg, 2) == r["shared_bytes"], r["config"]
             continue
-        estimate = configs.shared_bytes_estimate(cfg, 2, vendor)
-        if vendor == "nvidia" and cfg.num_warps < 4:           # no warpgroup: mma.sync
+        estimate = configs.shared_bytes_estimate(cfg, 2, r["target"])
+        if r["target"] == "sm_90" and cfg.num_warps < 4:           # no warpgroup: mma.sync
             assert estimate >= r["shared_bytes"], r["config"]
         else:
             assert estimate == r["shared_bytes"], r["config"]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_before_sm80_the_model_is_one_slice_and_a_bound(dtype):
+    """A T4 (sm_75) has no asynchronous copy into shared memory, so Triton keeps one slice
+    of A and B whatever num_stages says: the model is exact in fp16 and an upper bound in
+    fp32, for every NVIDIA candidate as sm_75's compiler builds it."""
+    cfgs = {configs.config_name(c): c for c in configs.NVIDIA_CONFIGS}
+    rows = aot_report._report_rows("masked", dtype, "sm_75")
+    width = 2 if dtype == "fp16" else 4
+    for r in rows:
+        estimate = configs.shared_bytes_estimate(cfgs[r["config"]], width, "sm_75")
+        assert estimate == r["shared_bytes"] if dtype == "fp16" else estimate >= r["shared_bytes"], r
+
+
+def test_a_t4_is_offered_what_it_has_and_every_precision_has_candidates(monkeypatch):
+    """On a T4 (sm_75: 64 KB of shared memory a block, no tf32 matrix instructions) lab 05
+    offers fp16, bf16 and fp32, each with candidates that fit; tf32 is refused by name."""
+    from kernelcourse.device import Device
+    t4 = Device("nvidia", "Tesla T4", "sm_75", 32, 40, 4 << 20, 65536)
+    assert triton_gemm.precisions(t4) == ("fp16", "bf16", "fp32")
+    assert "sm_80" in triton_gemm.tf32_missing(t4) and triton_gemm.tf32_missing(
+        Device("nvidia", "NVIDIA A100", "sm_80", 32, 108, 40 << 20, 166912)) is None
+    monkeypatch.setattr(triton_gemm, "detect", lambda: t4)
+    monkeypatch.setattr(triton_gemm, "_device_properties", lambda index: {"max_shared_mem": 65536})
+    monkeypatch.setattr(triton_gemm.torch.cuda, "current_device", lambda: 0)
+    for dtype in triton_gemm.precisions(t4):
+        found = triton_gemm.candidates(dtype)
+        width = triton_gemm.MODES[dtype][0].itemsize
+        assert found and all(configs.shared_bytes_estimate(c, width, "sm_75") <= 65536 for c in found)
+    monkeypatch.setattr(triton_gemm, "_device_properties", lambda index: {"max_shared_mem": 4096})
+    with pytest.raises(ValueError, match=r"4096 B of shared memory.*Tesla T4 \(sm_75\)"):
+        triton_gemm.candidates("fp16")
 
 
 # ----------------------------------------------------------------------------- on a GPU

@@ -76,20 +76,26 @@ def tma_compile_job(cfg: triton.Config, dtype: str, target: str = "sm_90") -> di
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, attrs=attrs, options={})
 
 
+def refusal(kernel: str, arch: str) -> tuple[str, str] | None:
+    """Why a GPU of `arch` cannot run this lab's `kernel` ('masked' or 'tma') on fp16
+    operands, as (what is missing, the sentence); None where it can. The masked kernel runs
+    wherever Triton does; the TMA kernel where dispatch.tma_unavailable allows it."""
+    why = tma_unavailable(arch, MODES["fp16"][0]) if kernel == "tma" else None
+    return why and ("shared memory" if "tma" in targets.features(arch) else "tma", why)
+
+
 def support(archs: list[str]) -> list[dict]:
     """This lab's cells of the support matrix (kernelcourse/support.py), fp16 operands: the
     masked kernel with its first candidate that fits the architecture's shared memory, and
-    the TMA kernel with its first candidate where dispatch.tma_unavailable allows it."""
-    fp16 = MODES["fp16"][0]
+    the TMA kernel with its first candidate where refusal() allows it."""
     masked, tma, cells = [], [], []
     for arch in archs:
-        vendor = targets.BY_ARCH[arch].vendor
-        fits = usable(configs_for(vendor), 2, "ieee", vendor, targets.shared_limit(arch))
+        vendor = "amd" if arch.startswith("gfx") else "nvidia"
+        fits = usable(configs_for(vendor), 2, "ieee", arch, targets.shared_limit(arch))
         masked.append((arch, fits[0]))
-        if why := tma_unavailable(arch, fp16):
+        if found := refusal("tma", arch):
             cells.append({"rung": "tma", "kind": "triton", "target": arch, "status": "refused",
-                          "missing": "shared memory" if "tma" in targets.features(arch) else "tma",
-                          "why": why})
+                          "missing": found[0], "why": found[1]})
         else:
             tma.append((arch, TMA_CONFIGS[0]))
     for kernel, name, picks, job in ((matmul_kernel, "masked", masked, compile_job),

@@ -4,9 +4,12 @@ A configuration is a tile (BLOCK_M x BLOCK_N x BLOCK_K), a launch order (GROUP_S
 a pipeline depth (num_stages) and a program size (num_warps), and on AMD a register cap
 (waves_per_eu). This file holds the lists, the shared-memory model that prunes them
 before anything is compiled (`usable`), and the names they are printed and saved by.
-Nothing here needs a GPU: triton_gemm.py asks the device which list applies.
+Nothing here needs a GPU: triton_gemm.py asks the device which list applies, and the
+rules take the GPU's architecture by name ('sm_75', 'sm_90', 'gfx942').
 """
 import triton
+
+from kernelcourse import targets
 
 
 def config(bm: int, bn: int, bk: int, stages: int, warps: int, group: int = 8,
@@ -115,17 +118,23 @@ def configs_for(vendor: str) -> list[triton.Config]:
     return {"nvidia": NVIDIA_CONFIGS + NVIDIA_TF32_CONFIGS, "amd": AMD_CONFIGS}.get(vendor, [])
 
 
-def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, vendor: str) -> int:
-    """Shared memory (LDS) for the pipelined A and B slices of one masked program.
+def shared_bytes_estimate(cfg: triton.Config, element_bytes: int, arch: str) -> int:
+    """Shared memory (LDS) for the pipelined A and B slices of one masked program on `arch`.
 
     Hopper's wgmma pipeline keeps num_stages slices resident and AMD's keeps
     num_stages - 1 (the next one waits in registers): exact, as the AOT compile
     report confirms. The mma.sync and FMA pipelines (fewer than 4 warps, Ampere,
-    fp32 'ieee') keep num_stages - 1, so for them this is an upper bound.
+    fp32 'ieee') keep num_stages - 1, so for them this is an upper bound. Before
+    sm_80 there is no asynchronous copy into shared memory, so there is no pipeline:
+    one slice, each of A and B in a buffer aligned to its size, at most twice the
+    larger (sm_75's AOT report: exact in fp16, an upper bound in fp32).
     """
     kw = cfg.kwargs
-    slices = cfg.num_stages if vendor != "amd" else max(1, cfg.num_stages - 1)
-    return slices * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
+    if arch.startswith("gfx"):
+        return max(1, cfg.num_stages - 1) * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
+    if targets.capability(arch) < 80:
+        return 2 * max(kw["BLOCK_M"], kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
+    return cfg.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_bytes
 
 
 def tma_shared_bytes(cfg: triton.Config, element_bytes: int) -> int:
@@ -133,12 +142,12 @@ def tma_shared_bytes(cfg: triton.Config, element_bytes: int) -> int:
     the TMA store reads, and one 8-byte barrier per stage, on which the consumer waits
     for the copy engine to deliver that stage (exact: see the AOT compile report)."""
     kw = cfg.kwargs
-    return (shared_bytes_estimate(cfg, element_bytes, "nvidia")
+    return (shared_bytes_estimate(cfg, element_bytes, "sm_90")
             + kw["BLOCK_M"] * kw["BLOCK_N"] * element_bytes + 8 * cfg.num_stages)
 
 
-def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limit: int):
-    """The masked candidates worth compiling for these operands on this GPU:
+def usable(configs, element_bytes: int, precision: str, arch: str, shared_limit: int):
+    """The masked candidates worth compiling for these operands on a GPU of `arch`:
 
     * the pipeline must fit in shared memory (fp32 operands take twice the bytes);
     * on NVIDIA with fp32 operands in 'ieee' mode (no matrix cores: every product on
@@ -148,8 +157,8 @@ def usable(configs, element_bytes: int, precision: str, vendor: str, shared_limi
     """
     tf32 = element_bytes == 4 and precision == "tf32"
     configs = [c for c in configs if tf32 or not any(c is t for t in NVIDIA_TF32_CONFIGS)]
-    fits = [c for c in configs if shared_bytes_estimate(c, element_bytes, vendor) <= shared_limit]
-    if vendor == "nvidia" and element_bytes == 4 and precision == "ieee":
+    fits = [c for c in configs if shared_bytes_estimate(c, element_bytes, arch) <= shared_limit]
+    if arch.startswith("sm_") and element_bytes == 4 and precision == "ieee":
         fits = [c for c in fits if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 32 * c.num_warps]
     return fits
 

@@ -192,7 +192,9 @@ ok = torch.allclose(out, torch.matmul(a, b), atol=1e-2, rtol=1e-2)
 print(f"96x91x113 fp16: allclose with torch.matmul -> {ok}")
 assert ok
 
-DTYPES = triton_gemm.precisions(run.device)     # no tf32 on AMD before MI300
+DTYPES = triton_gemm.precisions(run.device)     # tf32 where the GPU has its instructions
+if why := triton_gemm.tf32_missing(run.device):
+    print(f"tf32 left out: {why}")
 reports = {dtype: run.check(triton_gemm.triton_gemm_impl(
     run.triton, dtype, "masked", **triton_gemm.suite_config(run.triton, dtype))) for dtype in DTYPES}
 assert all(r.passed for r in reports.values()), "a precision failed: see the tables above"

@@ -22,7 +22,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernelcourse import bench
+from kernelcourse import bench, targets
 from kernelcourse.backends import get_backend, interpreted
 from kernelcourse.device import detect
 from kernelcourse.verify import GemmImpl
@@ -43,18 +43,23 @@ def _device_properties(device_index: int) -> dict:
 
 
 def candidates(dtype: str) -> list[triton.Config]:
-    """This GPU's masked candidates for a course precision ('fp16', 'bf16', 'tf32', 'fp32')."""
+    """This GPU's masked candidates for a course precision ('fp16', 'bf16', 'tf32', 'fp32');
+    a GPU none of them fits is refused by name, with its limit."""
     torch_dtype, precision = MODES[dtype]
-    vendor = detect().vendor
+    device = detect()
     limit = _device_properties(torch.cuda.current_device())["max_shared_mem"]
-    return usable(configs_for(vendor), torch_dtype.itemsize, precision, vendor, limit)
+    found = usable(configs_for(device.vendor), torch_dtype.itemsize, precision, device.arch, limit)
+    if not found:
+        raise ValueError(f"no candidate of configs.py fits {dtype} operands in the {limit} B of shared "
+                         f"memory a block may have on this GPU, {device.name} ({device.arch})")
+    return found
 
 
 def prune_configs(configs, named_args, **kwargs):
     """The autotuner's early pruning: `usable` for the tensors of this call."""
     a = named_args["a_ptr"]
     fits = usable(configs, a.element_size(), kwargs.get("INPUT_PRECISION", "ieee"),
-                  detect().vendor, _device_properties(a.device.index or 0)["max_shared_mem"])
+                  detect().arch, _device_properties(a.device.index or 0)["max_shared_mem"])
     return fits or configs[-1:]
 
 
@@ -254,11 +259,20 @@ MODES = {"fp16": (torch.float16, "ieee"), "bf16": (torch.bfloat16, "ieee"),
 
 
 def precisions(device) -> tuple[str, ...]:
-    """The course precisions `device` runs: all four, except tf32 on an AMD GPU before
-    gfx942 (MI300), the first whose tf32 (xf32) matrix instructions Triton offers."""
+    """The course precisions `device` runs: all four, except tf32 where the GPU has no tf32
+    matrix instructions: NVIDIA before sm_80 (Ampere brought them), AMD before gfx942
+    (MI300), the first whose tf32 (xf32) instructions Triton offers."""
+    return tuple(d for d in MODES if d != "tf32" or not tf32_missing(device))
+
+
+def tf32_missing(device) -> str | None:
+    """Why `device` has no tf32 matrix instructions; None where it has them (or is no GPU:
+    the interpreter rounds the operands as tf32 itself)."""
+    if device.vendor == "nvidia" and targets.capability(device.arch) < 80:
+        return f"{device.arch} has no tf32 matrix instructions: NVIDIA's arrived with sm_80 (Ampere)"
     if device.vendor == "amd" and device.arch != "gfx942":
-        return ("fp16", "bf16", "fp32")
-    return tuple(MODES)
+        return f"{device.arch} has no tf32 (xf32) matrix instructions; Triton offers them on gfx942 (MI300) only"
+    return None
 
 
 @dataclass
@@ -291,9 +305,8 @@ def triton_gemm_impl(backend, dtype: str = "fp16", path: str = "auto", splits: i
     if dtype not in MODES:
         raise ValueError(f"dtype must be one of {tuple(MODES)}, got {dtype!r}")
     device = backend.device
-    if dtype not in precisions(device):
-        raise ValueError(f"{device.arch} has no tf32 (xf32) matrix instructions; "
-                         "Triton offers them on gfx942 (MI300) only")
+    if dtype == "tf32" and (why := tf32_missing(device)):
+        raise ValueError(why)
     torch_dtype, precision = MODES[dtype]
     if path == "tma" and (why := tma_unavailable(device.arch if backend.on_gpu else None,
                                                  torch_dtype)):

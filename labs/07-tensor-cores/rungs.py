@@ -17,6 +17,11 @@ def needs(nvidia: str) -> dict:
     return {"nvidia": ("mma.sync", nvidia), "amd": ("mfma", "its matrix-core instructions (MFMA)")}
 
 
+# bf16 on AMD's matrix cores: v_mfma_f32_16x16x16_bf16 came with gfx90a (MI200); gfx908 (MI100)
+# has MFMA for fp16 only, and mma.h stops a bf16 build for it.
+BF16_NEEDS = {"amd": ("mfma.bf16", "bf16 on the matrix cores (v_mfma_f32_16x16x16_bf16)")}
+
+
 def lanes_of_one_instruction(width: int) -> dict:
     """The lanes one matrix-core instruction takes: a 64-wide wavefront on AMD CDNA, a
     32-lane warp on NVIDIA and on the cpu backend (which emulates NVIDIA's fragments)."""
@@ -41,6 +46,7 @@ RUNGS = (Rung(
     summary="fp16 (or bf16) on the matrix cores: 16 x 16 x 16 steps per warp (mma.sync / MFMA)",
     header_defines=PRECISION,
     needs=needs("mma.sync.m16n8k16"),
+    bf16_needs=BF16_NEEDS,
     lockstep_defines=lanes_of_one_instruction,
     dtype="fp16",
 ), Rung(
@@ -53,6 +59,7 @@ RUNGS = (Rung(
     summary="16-byte copies (cp.async), STAGES slices in shared memory (STAGES - 1 in flight), swizzled",
     header_defines=PRECISION,
     needs=needs("mma.sync.m16n8k16 and cp.async"),
+    bf16_needs=BF16_NEEDS,
     lockstep_defines=lanes_of_one_instruction,
     dtype="fp16",
 ), Rung(
@@ -65,6 +72,7 @@ RUNGS = (Rung(
     summary="copies planned once, fragments one step ahead, 128 x 256 x 64 tiles in dynamic shared memory",
     header_defines=PRECISION,
     needs=needs("mma.sync.m16n8k16 and cp.async"),
+    bf16_needs=BF16_NEEDS,
     lockstep_defines=ahead_tile_for,
     dtype="fp16",
     dynamic_shared=True,

@@ -135,7 +135,7 @@ class TmaRung(Rung):
 
 # wgmma exists on sm_90a alone (Blackwell's tensor cores take tcgen05); CDNA multiplies from
 # LDS with MFMA and has no tensor copy engine.
-HOPPER_ONLY = {"nvidia": ("wgmma", "wgmma and TMA"),
+HOPPER_ONLY = {"nvidia": ("wgmma", "wgmma (its TMA copies alone would run from sm_90 on)"),
                "amd": ("wgmma", "wgmma and TMA, which AMD GPUs do not have (CDNA: MFMA from LDS)")}
 
 
