@@ -1,6 +1,7 @@
 # The course's front door. Every target sets itself up on first use.
 #   make setup                    the .venv for this machine (SETUP.md; PLATFORM=cpu|nvidia|amd,
-#                                 CUDA_MAJOR=, ROCM_VERSION=, TORCH_INDEX=<url>|pypi override)
+#                                 CUDA_MAJOR=, ROCM_VERSION=, TORCH_INDEX=<url>|pypi override;
+#                                 SETUP_PYTHON=python3.12: the Python that makes it, python3 by default)
 #   make lab                      run the ladder lab with the backend this machine supports
 #   make run-lab LAB=03 BACKEND=cuda SIZE=4096
 #   make check EX=01              check your answers to an exercise (SOLUTION=1: the solution twin;
@@ -13,7 +14,8 @@
 #                                 LAB=03, EX=01 or PART=grader narrows it (the parts: pyproject.toml's
 #                                 markers), MARK='<pytest -m expression>' too; WORKERS=0: one process
 #   make test-fast                the same without the slowest tests and the notebooks (under a minute)
-#   make hip-python-versions      the hip-python releases the contract tests call (make test does it)
+#   make hip-python-versions      the hip-python releases the contract tests call (make test does it;
+#                                 none on AArch64: hip-python installs on x86-64 only)
 #   make test-gpu                 the GPU suite and the notebooks, on a machine with a GPU (LAB= ...,
 #                                 GPU_WORKERS=4: four pytest workers sharing the GPU)
 #   make doctor                   what works here and how to fix what does not
@@ -33,6 +35,7 @@ LAB ?= 04
 BACKEND ?= auto
 SIZE ?=
 VENV := .venv
+SETUP_PYTHON ?= python3
 STAMP := $(VENV)/.installed
 PYTHON ?= $(VENV)/bin/python
 SETUP := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(STAMP),)
@@ -42,9 +45,9 @@ HIP_PYTHON_VERSIONS := build/hip-python/.installed
 
 setup: $(STAMP)
 
-# scripts/setup_env.py decides what this machine needs, says why, and installs it.
-$(STAMP): pyproject.toml scripts/setup_env.py
-	python3 scripts/setup_env.py $(VENV)
+# scripts/setup_env.py decides what this machine needs (setup_plan.py), says why, and installs it.
+$(STAMP): pyproject.toml scripts/setup_env.py scripts/setup_plan.py
+	$(SETUP_PYTHON) scripts/setup_env.py $(VENV)
 	touch $@
 
 lab: run-lab
@@ -97,17 +100,21 @@ test-fast: $(SETUP) $(HIP_PYTHON_VERSIONS)
 
 # Each hip-python release of tests/hip_contract/versions.txt in build/hip-python/<version>,
 # beside the venv's own: the contract tests run the course's HIP calls against each one.
+# hip-python installs on x86-64 only: elsewhere none is, and the contract tests skip (or fail
+# where the compilers are required: tests/conftest.py).
 hip-python-versions: $(HIP_PYTHON_VERSIONS)
 
 $(HIP_PYTHON_VERSIONS): tests/hip_contract/versions.txt $(SETUP)
-	grep -Ev '^[[:space:]]*(#|$$)' $< | while read -r requirement; do \
+	if [ "$$(uname -m)" != x86_64 ]; then \
+	  echo "hip-python-versions: none on $$(uname -m) (hip-python installs on x86-64 only)"; \
+	else grep -Ev '^[[:space:]]*(#|$$)' $< | while read -r requirement; do \
 	  echo "$$requirement" | grep -Eq '^[^=]+==[0-9][0-9A-Za-z.+]*$$' \
 	    || { echo "$<: '$$requirement' is not <name>==<version>" >&2; exit 1; }; \
 	  target=build/hip-python/$${requirement#*==}; rm -rf "$$target"; \
 	  $(PYTHON) -m pip install -q --disable-pip-version-check --target "$$target" "$$requirement" \
 	    || exit 1; \
-	done
-	touch $@
+	done; fi
+	mkdir -p $(@D) && touch $@
 
 # On a GPU the notebooks run at full size with real timings. NOTEBOOKS=0 leaves them out on a
 # machine without a Jupyter kernel (scripts/gpu_checks.sh then runs each lab.py, their twin).

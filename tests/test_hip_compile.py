@@ -6,7 +6,9 @@ A compiler that is absent raises CompilerNotFound, which conftest.py turns into 
 student's machine and a failure on CI (hiprtc comes with hip-python and the HIP runtime,
 hipcc with `apt-get install hipcc`).
 """
+import platform
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from kernelcourse.backends.compile_only import (CompileError, CompilerNotFound, 
                                                 hip_compile, hipcc_compile, hipcc_version,
                                                 hiprtc_compile, hiprtc_version,
                                                 parse_hipcc_remarks)
+from kernelcourse.backends import hip_python
 from kernelcourse.backends.compile_only import hip as amd_compilers
 from kernelcourse.backends.hip import pack_launch_buffer
 
@@ -106,6 +109,32 @@ def test_hip_compile_without_any_compiler_names_both_fixes(monkeypatch):
     with pytest.raises(CompilerNotFound, match="(?s)hiprtc missing.*hipcc missing") as caught:
         amd_compilers.hip_compile(SCALE)
     assert caught.value.fix == "make setup or apt-get install hipcc"
+
+
+@pytest.fixture
+def uncached_hip_python():
+    """hip-python looked for afresh (the adapter keeps what it found), and again afterwards."""
+    for cached in (hip_python.bindings, amd_compilers._hiprtc):
+        cached.cache_clear()
+    yield
+    for cached in (hip_python.bindings, amd_compilers._hiprtc):
+        cached.cache_clear()
+
+
+@pytest.mark.parametrize("machine, says, fix", [
+    ("aarch64", "hip-python is not available on aarch64: it installs on x86-64 Linux only",
+     "run it on an x86-64 Linux machine"),
+    ("x86_64", "hip-python is not installed: pip install hip-python matching your ROCm",
+     "make setup"),
+])
+def test_without_hip_python_hiprtc_says_why_for_this_machine(monkeypatch, uncached_hip_python,
+                                                             machine, says, fix):
+    """On AArch64 no `make setup` brings hip-python: it installs on x86-64 only."""
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setitem(sys.modules, "hip", None)              # hip-python not installed
+    with pytest.raises(CompilerNotFound) as missing:
+        hiprtc_version()
+    assert missing.value.reason.startswith(says) and missing.value.fix == fix
 
 
 def test_hipcc_remarks_are_read_per_kernel():

@@ -7,10 +7,13 @@ hip-python of each version in tests/hip_contract/versions.txt, with the exact ar
 course passes, and the stub records what arrived at the C functions. A call whose arguments
 do not match a binding's signature fails here, in that version's run.
 
-`make test` installs each version under build/hip-python/ (`make hip-python-versions`).
+`make test` installs each version under build/hip-python/ (`make hip-python-versions`). hip-python
+installs on x86-64 Linux only: on any other machine the contract is a missing compiler
+(tests/conftest.py: skipped, or a failure where the compilers are required).
 """
 import json
 import os
+import platform
 import re
 import shutil
 import struct
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelcourse.backends import hip_python
 from kernelcourse.backends.compile_only import CompilerNotFound
 
 pytestmark = [pytest.mark.hip]
@@ -52,6 +56,7 @@ def stub_library(tmp_path_factory):
 @pytest.fixture(scope="session", params=REQUIREMENTS, ids=version_of)
 def contract(request, stub_library, tmp_path_factory):
     """What one hip-python version's run handed the stub (child.py's JSON)."""
+    require_hip_python_wheels()
     version = version_of(request.param)
     install = INSTALLS / version
     assert (install / "hip" / "__init__.py").is_file(), (
@@ -68,6 +73,13 @@ def contract(request, stub_library, tmp_path_factory):
     facts["version"] = version
     facts["calls"] = [_parse(line) for line in facts["record"]]
     return facts
+
+
+def require_hip_python_wheels():
+    """Where hip-python does not install, `make hip-python-versions` installs none."""
+    if not hip_python.published_here():
+        raise CompilerNotFound(f"hip-python installs on x86-64 Linux only, not on "
+                               f"{platform.machine()}", "hip-python", "run it on an x86-64 Linux machine")
 
 
 def _parse(line: str) -> tuple[str, dict]:
@@ -185,3 +197,17 @@ def test_the_oldest_and_newest_classic_releases_and_the_shim_are_all_checked():
     versions = [version_of(r) for r in REQUIREMENTS]
     for series in ("6.2.", "7.2.", "10."):
         assert any(v.startswith(series) for v in versions), f"no hip-python {series}x in versions.txt"
+
+
+
+@pytest.mark.parametrize("machine", ["aarch64", "riscv64"])
+def test_elsewhere_than_x86_64_the_contract_is_a_missing_compiler(monkeypatch, machine):
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    with pytest.raises(CompilerNotFound) as missing:
+        require_hip_python_wheels()
+    assert missing.value.compiler == "hip-python" and machine in missing.value.reason
+
+
+def test_on_x86_64_the_contract_runs(monkeypatch):
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    require_hip_python_wheels()

@@ -1,42 +1,26 @@
-"""scripts/setup_env.py's decisions, on made-up machines: no network, no pip, no GPU."""
+"""scripts/setup_plan.py's decisions (what `make setup` installs), on made-up machines: no
+network, no pip, no GPU. tests/test_setup_machine.py has where set-up runs and what it does
+on this machine."""
 import re
-import shutil
-import subprocess
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import setup_env
+import setup_plan
+from setup_fakes import CPU_INDEX, CUDA12_INDEX, NO_DNS, NOT_FOUND, OK, SHIM, URL, FakeProbes
+from setup_plan import (IndexAnswer, Machine, SetupError, course_step, here_steps, older,
+                        pip_install, torch_needs_the_venv, torch_step, venv_steps)
 
 pytestmark = [pytest.mark.setup]
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import setup_env  # noqa: E402
-from setup_env import (IndexAnswer, Machine, SetupError, course_step,  # noqa: E402
-                       cuda_major_of, pip_install, read_machine, torch_needs_the_venv,
-                       torch_step, venv_steps)
-
-URL = "https://example.org/whl/custom"
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-CUDA12_INDEX = "https://download.pytorch.org/whl/cu126"
-SHIM = "hip-python[libraries]==10.0.*"  # hip-python 10.0 with its hipBLAS bindings
-OK, NOT_FOUND = IndexAnswer(), IndexAnswer(http_error=404)
-NO_DNS = IndexAnswer(no_answer="[Errno -3] Temporary failure in name resolution")
+PROJECT = setup_env.project_table()
+FLOOR = "torch>=2.5"    # pyproject.toml's: a GPU's torch is the newest its index has above it
 
 
-class FakeProbes:
-    """Answers the probes from a table and records what was asked."""
-
-    def __init__(self, local=None, answers=None):
-        self.local, self.answers, self.asked = local, answers or {}, []
-
-    def local_wheel(self, spec):
-        self.asked.append(spec)
-        return self.local
-
-    def index_answer(self, index):
-        self.asked.append(index)
-        return self.answers.get(index, IndexAnswer(no_answer="no network in tests"))
+def test_the_torch_floor_is_pyprojects():
+    assert FLOOR in PROJECT["dependencies"]
 
 
 # ---- CPU: torch's source -------------------------------------------------------------------
@@ -67,8 +51,8 @@ def test_cpu_with_neither_refuses_pypis_cuda_build():
 
 @pytest.mark.parametrize("platform, facts, spec", [
     ("cpu", {}, "torch==2.13.0"),
-    ("amd", {"rocm_version": "6.2.0"}, "torch"),
-    ("nvidia", {"cuda_major": "12"}, "torch"),
+    ("amd", {"rocm_version": "6.2.0"}, FLOOR),
+    ("nvidia", {"cuda_major": "12"}, FLOOR),
 ])
 def test_an_explicit_torch_index_wins_without_probing(platform, facts, spec):
     probes = FakeProbes(local="2.13.0+cpu", answers={CPU_INDEX: OK})
@@ -92,27 +76,13 @@ def test_torch_index_pypi_accepts_pypis_build():
     assert probes.asked == []
 
 
-@pytest.mark.parametrize("system, says", [
-    ("Darwin", ("macOS: the course runs on Linux only", "Triton publishes no macOS build",
-                "a Linux virtual machine or container", "AArch64")),
-    ("Windows", ("native Windows: the course runs on Linux only", "Use WSL2")),
-    ("FreeBSD", ("FreeBSD: the course runs on Linux only",)),
-])
-def test_a_machine_that_is_not_linux_is_refused_first_with_what_to_use(monkeypatch, system, says):
-    """The first step refuses it, before a venv or a question to an index: one message, no
-    traceback, and nothing made."""
-    made = []
-    monkeypatch.setattr(setup_env, "read_machine", lambda env: Machine("cpu", system=system))
-    monkeypatch.setattr(setup_env, "run", lambda steps, venv: made.append(steps))
-    monkeypatch.setattr(setup_env.os, "chdir", lambda path: None)
-    with pytest.raises(SetupError) as refused:
-        course_step(Machine("cpu", system=system))
-    assert all(phrase in str(refused.value) for phrase in says), refused.value
-    assert setup_env.main(["setup_env.py"]) == 1 and made == []
-
-
-def test_cpu_installs_the_cpu_and_dev_extras():
-    assert course_step(Machine("cpu")).argv == pip_install("-e", ".[cpu,dev]")
+@pytest.mark.parametrize("machine, hiprtc", [("x86_64", True), ("aarch64", False)])
+def test_cpu_installs_the_cpu_and_dev_extras_and_says_where_hiprtc_is_not(machine, hiprtc):
+    """The extras are the same on AArch64: the cpu extra's marker leaves hip-python out there."""
+    step = course_step(Machine("cpu", machine=machine))
+    assert step.argv == pip_install("-e", ".[cpu,dev]")
+    assert ("NVRTC and hip-python" in step.why) == hiprtc
+    assert ("no hip-python, hence no hiprtc: it installs on x86-64 only" in step.why) != hiprtc
 
 
 # ---- AMD: hip-python and torch follow ROCm -------------------------------------------------
@@ -146,6 +116,26 @@ def test_amd_without_a_version_file_says_where_it_looked():
     assert "ROCM_VERSION=X.Y make setup" in message
 
 
+@pytest.mark.parametrize("platform, facts", [("cpu", {}), ("amd", {"rocm_version": "6.2"})])
+def test_amd_on_aarch64_is_refused_and_the_cpu_extra_leaves_hip_python_out(platform, facts):
+    """hip-python installs on x86-64 Linux only (10.x through rocm-bindings-*): the cpu extra
+    asks for it there alone, and the AMD set, which cannot run without it, is refused."""
+    from packaging.requirements import Requirement
+    from kernelcourse.backends import hip_python
+    wanted, = [Requirement(r) for r in PROJECT["optional-dependencies"]["cpu"]
+               if r.startswith("hip-python")]
+    for machine in ("x86_64", "aarch64"):
+        published = machine == hip_python.MACHINE == setup_plan.HIP_PYTHON_MACHINE
+        assert wanted.marker.evaluate({"platform_machine": machine}) == published
+        if platform == "amd" and not published:
+            with pytest.raises(SetupError, match="AMD on aarch64: hip-python, which the hip backend "
+                               "calls, installs on x86-64 Linux only; for the CPU set: "
+                               "`PLATFORM=cpu make setup`"):
+                course_step(Machine(platform, machine=machine, **facts))
+        else:
+            course_step(Machine(platform, machine=machine, **facts))
+
+
 def test_amd_pins_the_shim_to_the_release_the_contract_tests_check():
     """versions.txt lists the shim release the contract tests call; the pin admits it only."""
     tested = (ROOT / "tests/hip_contract/versions.txt").read_text()
@@ -157,7 +147,7 @@ def test_amd_pins_the_shim_to_the_release_the_contract_tests_check():
 def test_amd_torch_comes_from_the_rocm_index():
     index = "https://download.pytorch.org/whl/rocm6.3"
     step = torch_step(Machine("amd", rocm_version="6.3.1"), FakeProbes(answers={index: OK}))
-    assert step.argv == pip_install("torch", "--index-url", index)
+    assert step.argv == pip_install(FLOOR, "--index-url", index)
 
 
 def test_amd_torch_index_with_an_http_error_has_no_build_for_that_rocm():
@@ -166,7 +156,7 @@ def test_amd_torch_index_with_an_http_error_has_no_build_for_that_rocm():
         torch_step(Machine("amd", rocm_version="7.15"), FakeProbes(answers={index: NOT_FOUND}))
     message = str(error.value)
     assert f"{index} answered HTTP 404: PyTorch has no build for ROCm 7.15" in message
-    assert "TORCH_INDEX=<url> to the index of the closest one" in message
+    assert "To use the index of the closest one: `TORCH_INDEX=<url> make setup`" in message
     assert "network" not in message
 
 
@@ -176,7 +166,7 @@ def test_amd_torch_index_unreachable_blames_the_network_not_the_rocm_version():
         torch_step(Machine("amd", rocm_version="6.3"), FakeProbes(answers={index: NO_DNS}))
     message = str(error.value)
     assert f"no answer from {index} ({NO_DNS.no_answer}): check the network" in message
-    assert "TORCH_INDEX=<url> to a mirror" in message
+    assert "or use a mirror of it: `TORCH_INDEX=<url> make setup`" in message
     assert "no build" not in message and "some ROCm versions" not in message
 
 
@@ -192,8 +182,29 @@ def test_nvidia_cuda_11_is_an_error():
     with pytest.raises(SetupError) as error:
         course_step(Machine("nvidia", cuda_major="11"))
     assert str(error.value).startswith("driver reports CUDA 11: CuPy wheels for this course need "
-                                       "a driver for CUDA 12 or 13")
+                                       "a driver for CUDA 12 or newer")
     assert "PLATFORM=cpu make setup" in str(error.value)
+
+
+@pytest.mark.parametrize("major", ["14", "15"])
+def test_a_driver_newer_than_cuda_13_gets_the_cuda_13_set_and_is_told_why(major):
+    """A driver runs builds for an older CUDA: the newest set the course knows is the one."""
+    probes = FakeProbes()
+    machine = Machine("nvidia", cuda_major=major)
+    step = course_step(machine)
+    assert step.argv == pip_install("-e", ".[nvidia-cu13,dev]")
+    assert (f"CuPy for CUDA 13, the newest this course knows; this driver's CUDA {major} runs "
+            "builds for it") in step.why
+    assert torch_step(machine, probes).argv == pip_install(FLOOR) and probes.asked == []
+    here, = here_steps(machine, probes, "2.9.0", PROJECT)[-1:]
+    assert set(PROJECT["optional-dependencies"]["nvidia-cu13"]) <= set(here.argv)
+
+
+@pytest.mark.parametrize("given", ["12.4", "twelve"])
+def test_a_cuda_major_that_is_not_a_whole_number_is_named(given):
+    with pytest.raises(SetupError, match=f"CUDA_MAJOR={given}: expected a major version, such as "
+                       "12 or 13"):
+        course_step(Machine("nvidia", cuda_major=given))
 
 
 def test_nvidia_without_a_cuda_version_is_an_error():
@@ -203,7 +214,7 @@ def test_nvidia_without_a_cuda_version_is_an_error():
 
 def test_nvidia_cuda_13_takes_pypis_torch_without_probing():
     probes = FakeProbes()
-    assert torch_step(Machine("nvidia", cuda_major="13"), probes).argv == pip_install("torch")
+    assert torch_step(Machine("nvidia", cuda_major="13"), probes).argv == pip_install(FLOOR)
     assert probes.asked == []
 
 
@@ -211,7 +222,7 @@ def test_nvidia_cuda_12_takes_torch_from_the_cu126_index():
     """PyPI's torch is built for the newest CUDA and may need a newer driver than a CUDA 12 one."""
     probes = FakeProbes(answers={CUDA12_INDEX: OK})
     step = torch_step(Machine("nvidia", cuda_major="12"), probes)
-    assert step.argv == pip_install("torch", "--index-url", CUDA12_INDEX)
+    assert step.argv == pip_install(FLOOR, "--index-url", CUDA12_INDEX)
     assert probes.asked == [CUDA12_INDEX]
 
 
@@ -221,42 +232,6 @@ def test_nvidia_cuda_12_without_the_cu126_index_names_the_ways_out():
     message = str(error.value)
     assert f"no answer from {CUDA12_INDEX}" in message and "newer driver" in message
     assert "TORCH_INDEX=<url>" in message and "TORCH_INDEX=pypi" in message
-
-
-def test_the_cuda_major_version_is_read_from_nvidia_smis_header():
-    header = "| NVIDIA-SMI 580.65.06    Driver Version: 580.65.06    CUDA Version: 13.0     |"
-    assert cuda_major_of(header) == "13"
-    assert cuda_major_of("NVIDIA-SMI has failed because it couldn't communicate") is None
-
-
-# ---- Overrides and detection ---------------------------------------------------------------
-
-def no_call(name):
-    def fail(*args):
-        pytest.fail(f"{name} ran although the environment overrides it")
-    return fail
-
-
-def test_platform_and_versions_from_the_environment_skip_detection(monkeypatch):
-    monkeypatch.setattr(setup_env, "detect_platform", no_call("detect_platform"))
-    monkeypatch.setattr(setup_env, "driver_cuda_major", no_call("driver_cuda_major"))
-    monkeypatch.setattr(setup_env, "first_text", no_call("first_text"))
-    assert read_machine({"PLATFORM": "cpu"}).platform == "cpu"
-    nvidia = read_machine({"PLATFORM": "nvidia", "CUDA_MAJOR": "11"})
-    assert (nvidia.platform, nvidia.cuda_major) == ("nvidia", "11")
-    with pytest.raises(SetupError, match="driver reports CUDA 11"):
-        course_step(nvidia)
-    amd = read_machine({"PLATFORM": "amd", "ROCM_VERSION": "7.1"})
-    assert (amd.platform, amd.rocm_version) == ("amd", "7.1")
-
-
-def test_detection_reads_rocm_path_first(monkeypatch, tmp_path):
-    monkeypatch.setattr(setup_env, "detect_platform", lambda: ("amd", "/dev/kfd exists"))
-    (tmp_path / ".info").mkdir()
-    (tmp_path / ".info" / "version").write_text("6.4.1-120\n")
-    amd = read_machine({"ROCM_PATH": str(tmp_path)})
-    assert (amd.platform, amd.rocm_version) == ("amd", "6.4.1-120")
-    assert amd.rocm_files == (f"{tmp_path}/.info/version", "/opt/rocm/.info/version")
 
 
 def test_an_unknown_platform_is_an_error():
@@ -278,19 +253,50 @@ def test_virtualenv_is_used_when_importable():
     assert upgrade.argv == pip_install("--upgrade", "pip")
 
 
-def test_python_older_than_3_10_is_an_error():
-    with pytest.raises(SetupError, match="python3 is 3.9; the course needs 3.10 or newer"):
-        venv_steps(Machine("cpu", python=(3, 9)), ".venv")
+# ---- --here: into a notebook's Python ------------------------------------------------------
+
+@pytest.mark.parametrize("found, kept", [("2.4.1+cu121", False), ("2.5.0", True), ("2.13.0+cpu", True)])
+def test_here_keeps_a_torch_that_meets_the_floor_and_replaces_an_older_one(found, kept, capsys):
+    """An older torch kept would meet a triton and a course made for a newer one."""
+    probes = FakeProbes(answers={CUDA12_INDEX: OK})
+    steps = here_steps(Machine("nvidia", cuda_major="12", here=True), probes, found, PROJECT)
+    said = capsys.readouterr().out
+    assert older(found, FLOOR) != kept
+    if kept:
+        assert said == f"torch: {found}, this Python's own (kept)\n" and len(steps) == 1
+        assert not any(arg.startswith("torch") for arg in steps[0].argv)
+    else:
+        assert f"torch: {found}, this Python's own, is older than the course's {FLOOR}" in said
+        assert steps[0].argv == pip_install(FLOOR, "--index-url", CUDA12_INDEX)
+        assert FLOOR in steps[1].argv
 
 
-@pytest.mark.parametrize("importable, tool", [
-    ({"virtualenv", "venv", "ensurepip"}, "virtualenv"),
-    ({"venv", "ensurepip"}, "venv"),
-    ({"venv"}, None),  # Debian's python3 without python3-venv
-])
-def test_venv_tool_prefers_virtualenv_and_venv_needs_ensurepip(monkeypatch, importable, tool):
-    monkeypatch.setattr(setup_env, "find_spec", lambda name: name in importable or None)
-    assert setup_env.venv_tool() == tool
+REFUSED = [  # a machine that set-up refuses, and the step that refuses it
+    (Machine("cpu"), lambda m: torch_step(m, FakeProbes())),
+    (Machine("nvidia"), course_step),
+    (Machine("nvidia", cuda_major="11"), course_step),
+    (Machine("nvidia", cuda_major="12"), lambda m: torch_step(m, FakeProbes())),
+    (Machine("amd"), course_step),
+    (Machine("amd", rocm_version="six"), course_step),
+    (Machine("amd", rocm_version="6.1"), course_step),
+    (Machine("amd", rocm_version="6.3"), lambda m: torch_step(m, FakeProbes())),
+    (Machine("amd", rocm_version="6.3"),
+     lambda m: torch_step(m, FakeProbes(answers={"https://download.pytorch.org/whl/rocm6.3": NOT_FOUND}))),
+]
+
+
+@pytest.mark.parametrize("machine, refuse", REFUSED)
+def test_each_refusal_says_how_to_set_a_variable_where_it_is_read(machine, refuse):
+    """On make's command line for `make setup`; in a notebook (--here), with %env in a cell
+    above the set-up cell, which is then run again."""
+    with pytest.raises(SetupError) as for_make:
+        refuse(machine)
+    with pytest.raises(SetupError) as for_notebook:
+        refuse(replace(machine, here=True))
+    assert " make setup`" in str(for_make.value) and "%env" not in str(for_make.value)
+    notebook = str(for_notebook.value)
+    assert "make" not in notebook
+    assert re.search(r"`%env [A-Z_]+=\S+` in a cell above, then this cell again", notebook), notebook
 
 
 # ---- The order: every question before the venv, where it can be -------------------------
@@ -306,43 +312,6 @@ def test_torch_needs_the_venv_exactly_where_it_runs_the_venvs_pip(machine):
                         "https://download.pytorch.org/whl/rocm6.3": OK})
     torch_step(machine, probes)
     assert torch_needs_the_venv(machine) == ("torch==2.13.0" in probes.asked)
-
-
-def run_main(monkeypatch, machine, probes):
-    """main() on a made-up machine: its exit code, and the probes and steps in the order run."""
-    monkeypatch.setattr(setup_env, "read_machine", lambda env: machine)
-    monkeypatch.setattr(setup_env, "Probes", lambda venv: probes)
-    monkeypatch.setattr(setup_env, "run",
-                        lambda steps, venv: probes.asked.extend(s.why for s in steps))
-    monkeypatch.chdir(ROOT)  # main changes to the repository; monkeypatch changes back
-    return setup_env.main(["setup_env.py", ".venv"]), probes.asked
-
-
-def test_amd_refused_by_the_rocm_index_makes_no_venv(monkeypatch, capsys):
-    index = "https://download.pytorch.org/whl/rocm7.15"
-    code, done = run_main(monkeypatch, Machine("amd", rocm_version="7.15"),
-                          FakeProbes(answers={index: NOT_FOUND}))
-    assert (code, done) == (1, [index])
-    assert "no build for ROCm 7.15" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("machine, index", [
-    (Machine("amd", rocm_version="6.3"), "https://download.pytorch.org/whl/rocm6.3"),
-    (Machine("nvidia", cuda_major="12"), CUDA12_INDEX),
-])
-def test_the_index_is_asked_before_the_venv_is_made(monkeypatch, machine, index):
-    code, done = run_main(monkeypatch, machine, FakeProbes(answers={index: OK}))
-    assert code == 0
-    assert done[0] == index and done[1].startswith("venv:")
-    assert [d.split(":")[0] for d in done[1:]] == ["venv", "pip", "torch", "course"]
-
-
-def test_cpu_makes_the_venv_first_for_the_local_wheel_check(monkeypatch):
-    """The documented exception: the check runs the venv's pip, so a refusal leaves a .venv."""
-    code, done = run_main(monkeypatch, Machine("cpu"), FakeProbes(answers={CPU_INDEX: NO_DNS}))
-    assert code == 1
-    assert [d.split(":")[0] for d in done[:2]] == ["venv", "pip"]
-    assert done[2:] == ["torch==2.13.0", CPU_INDEX]
 
 
 # ---- SETUP.md says what the script does ----------------------------------------------------
@@ -361,54 +330,11 @@ def test_setup_mds_rocm_table_gives_the_pinned_range_not_one_release():
 
 
 def hip_python_pin(x, y):
-    return setup_env.hip_python_for((x, y))[0]
+    return setup_plan.hip_python_for(Machine("amd", rocm_version=f"{x}.{y}"))[0]
 
 
 def test_the_local_wheel_rule_is_stated_as_a_rule_not_as_one_machines_contents():
-    script = (ROOT / "scripts/setup_env.py").read_text()
-    for text in (SETUP_MD, script):
+    scripts = [(ROOT / "scripts" / name).read_text() for name in ("setup_env.py", "setup_plan.py")]
+    for text in (SETUP_MD, *scripts):
         assert "CI's machines" not in text
     assert "in a `find-links` folder of pip's configuration" in " ".join(SETUP_MD.split())
-
-
-# ---- The Makefile's hip-python-versions recipe ---------------------------------------------
-
-def make_hip_python_versions(tmp_path, versions):
-    """The recipe, in tmp_path, on this versions.txt; `true` stands in for pip."""
-    (tmp_path / "tests/hip_contract").mkdir(parents=True)
-    (tmp_path / "tests/hip_contract/versions.txt").write_text(versions)
-    return subprocess.run(["make", "-s", "-C", str(tmp_path), "-f", str(ROOT / "Makefile"),
-                           "PYTHON=true", "build/hip-python/.installed"],
-                          capture_output=True, text=True)
-
-
-@pytest.mark.skipif(not shutil.which("make"), reason="no make")
-def test_hip_python_versions_skips_blank_lines_and_comments(tmp_path):
-    kept = tmp_path / "build/hip-python/6.2.0/kept"
-    kept.parent.mkdir(parents=True)
-    kept.write_text("")
-    done = make_hip_python_versions(tmp_path, "# a comment\n\n   \n  # indented\n"
-                                              "hip-python==7.2.2.562.43\n")
-    assert done.returncode == 0, done.stderr
-    assert kept.exists()  # a blank line once meant `rm -rf build/hip-python/`
-    assert (tmp_path / "build/hip-python/.installed").exists()
-
-
-@pytest.mark.skipif(not shutil.which("make"), reason="no make")
-@pytest.mark.parametrize("requirement", ["hip-python>=6.2", "hip-python==", "hip-python == 6.2"])
-def test_hip_python_versions_refuses_a_requirement_without_a_version(tmp_path, requirement):
-    kept = tmp_path / "build/hip-python/kept"
-    kept.parent.mkdir(parents=True)
-    kept.write_text("")
-    done = make_hip_python_versions(tmp_path, f"{requirement}\n")
-    assert done.returncode != 0
-    assert requirement in done.stderr and "==<version>" in done.stderr
-    assert kept.exists() and not (tmp_path / "build/hip-python/.installed").exists()
-
-
-@pytest.mark.parametrize("script", ["scripts/gpu_checks.sh", ".ci/run"])
-def test_the_shell_scripts_parse(script):
-    """A script that runs only on a GPU machine (or on CI) must not first fail there on a
-    syntax error: bash -n reads it without running a line."""
-    done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr

@@ -19,10 +19,20 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import platform
 from dataclasses import dataclass
 
 FIX = ("pip install hip-python matching your ROCm (make setup pins it; see SETUP.md, "
        "'Supported ROCm / hip-python pairs')")
+# hip-python installs on x86-64 Linux only: its classic releases have wheels for x86-64 alone,
+# and 10.x needs the rocm-bindings-* packages, which do too. pyproject.toml's `cpu` extra asks
+# for it there alone.
+MACHINE = "x86_64"
+
+
+def published_here() -> bool:
+    """Whether hip-python installs on this machine's processor."""
+    return platform.machine() == MACHINE
 
 # The C library behind each binding, and the classic generation's module that loads it.
 LIBRARIES = {"amdhip64": "chip", "hiprtc": "chiprtc", "hipblas": "chipblas"}
@@ -88,6 +98,10 @@ def bindings() -> Bindings:
     try:
         from hip import hip, hiprtc
     except ImportError as exc:
+        if not published_here():
+            raise ImportError(f"hip-python is not available on {platform.machine()}: it installs "
+                              "on x86-64 Linux only, so hiprtc and the hip backend cannot run "
+                              "here") from exc
         raise ImportError(f"hip-python is not installed: {FIX}") from exc
     generation = "rocm-bindings" if hip.__name__.startswith("rocm.") else "classic"
     found = Bindings(hip, hiprtc, generation)

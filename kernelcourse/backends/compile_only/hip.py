@@ -68,7 +68,8 @@ def _hiprtc():
     try:
         found = hip_python.bindings()
     except ImportError as exc:
-        raise CompilerNotFound(str(exc), "hiprtc", "make setup") from exc
+        fix = "make setup" if hip_python.published_here() else "run it on an x86-64 Linux machine"
+        raise CompilerNotFound(str(exc), "hiprtc", fix) from exc
     for library in ("hiprtc", "amdhip64"):
         path = _file_defining("hiprtcCompileProgram", found.library_file(library))
         if path is not None:
