@@ -204,10 +204,13 @@ def resolve(backend: str, kinds: tuple[str, ...] = KINDS) -> tuple:
     if backend == "triton" and "triton" not in kinds:
         raise Refused("this lab's kernels are C only, with no Triton twin (lab 05 is the "
                       "Triton GEMM): BACKEND=auto, cuda, hip or cpu runs them")
+    if backend == "cpu" and "c" in kinds:      # the CPU alone: whatever GPU is here, unasked
+        return _start("cpu"), None
     try:
         device = detect()
     except DeviceDetectionError as exc:
-        raise Refused(f"{str(exc).splitlines()[0]} (make doctor says more)") from None
+        raise Refused(f"{str(exc).splitlines()[0]} (make doctor says more; BACKEND=cpu runs the "
+                      "C kernels on the CPU)") from None
     if backend in GPU_VENDOR and device.vendor != GPU_VENDOR[backend]:
         raise Refused(f"no {GPU_VENDOR[backend].upper()} GPU here (make doctor says what is)")
     wants_c = "c" in kinds and backend != "triton"

@@ -137,3 +137,34 @@ def test_a_lab_skips_each_rung_this_gpu_cannot_run_and_stops_only_when_none_is_l
         lab.LabRun("auto", 4096, t4, None).runnable(rungs.of_lab("07"))
     cpu = SimpleNamespace(device=Device("cpu", "CPU"))
     assert lab.LabRun("cpu", 128, cpu, None).runnable(rungs.of_lab("07")) == list(rungs.of_lab("07"))
+
+
+def test_backend_cpu_asks_no_gpu_where_the_environment_cannot_drive_the_one_here(monkeypatch):
+    """A machine whose GPU set-up refused (a CUDA 11 driver, say) is set up for the CPU, and
+    its GPU's runtime cannot be asked: BACKEND=cpu still runs the C kernels on the cpu backend,
+    and `auto` says in its one line that BACKEND=cpu does."""
+    from kernelcourse.device import FIXES, DeviceDetectionError
+
+    def unaskable():
+        raise DeviceDetectionError("/dev/nvidia0 exists, so this machine has an NVIDIA GPU, but "
+                                   "asking its runtime failed: ModuleNotFoundError: No module named "
+                                   f"'cupy'\n  fix: {FIXES['nvidia']}")
+    monkeypatch.setattr(lab, "detect", unaskable)
+    c, triton = lab.resolve("cpu", ("c", "triton"))
+    assert c.name == "cpu" and not c.on_gpu and triton is None
+    with pytest.raises(lab.Refused, match=r"asking its runtime failed.*\(make doctor says more; "
+                                          r"BACKEND=cpu runs the C kernels on the CPU\)$"):
+        lab.resolve("auto", ("c", "triton"))
+    assert "BACKEND=cpu runs the labs on the CPU" in FIXES["nvidia"] and "BACKEND=cpu" in FIXES["amd"]
+
+
+@pytest.mark.parametrize("system", ["Darwin", "Windows"])
+def test_the_cpu_backend_off_linux_says_what_to_use_instead(system, monkeypatch):
+    """Set-up stops a Mac or Windows first; a lab started anyway (PYTHON=python3) gets one
+    line saying the cpu backend is Linux's and what to use, not a compile error."""
+    import platform
+
+    from kernelcourse.backends.cpu import CpuBackend, UnsupportedMachine
+    monkeypatch.setattr(platform, "system", lambda: system)
+    with pytest.raises(UnsupportedMachine, match=f"runs on Linux.*this is {system}.*WSL2"):
+        CpuBackend()

@@ -145,6 +145,10 @@ class CpuBackend(AddressBackend):
     label = "CPU emulation (not GPU performance)"
 
     def __init__(self, timeout_s: float = 60.0):
+        if platform.system() != "Linux":       # fibers, guard pages, signals, seccomp: Linux's
+            raise UnsupportedMachine(f"the cpu backend runs on Linux (x86-64 or AArch64); this is "
+                                     f"{platform.system()}: on a Mac a Linux virtual machine or "
+                                     "container, on Windows WSL2 (SETUP.md)")
         if platform.machine().lower() not in MACHINES:
             raise UnsupportedMachine(f"the cpu backend needs an x86-64 or AArch64 CPU; this one is "
                                      f"{platform.machine()} (its Triton twins still run here)")

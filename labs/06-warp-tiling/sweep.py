@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from kernelcourse import bench, rungs
+from kernelcourse import bench, rungs, targets
 from kernelcourse.backends import get_backend
 from kernelcourse.backends.compile_only import CompileError
 from kernelcourse.device import detect
@@ -50,7 +50,7 @@ CHECKS = (Shape(1000, 700, 1000, "all three ragged, float4 rows"),
 BLOCKS = ((128, 128), (128, 256), (256, 128), (64, 128))
 WARP_TILES = ((32, 64), (64, 32), (64, 64), (32, 32))
 DEPTHS = (8, 16)
-SHARED_LIMIT = 48 << 10        # the static shared memory one block may declare
+SHARED_LIMIT = targets.NVIDIA_STATIC_SHARED   # the shared memory a block may declare statically
 REGISTERS = 64 << 10           # 32-bit registers per SM (sm_70 to sm_90)
 
 
