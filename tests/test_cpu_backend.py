@@ -1,6 +1,8 @@
 """The cpu backend: the course's .cu files, unchanged, run on the CPU with the GPU's thread
 model, and checked by the same verify() as on a GPU (what a student without a GPU gets)."""
 import dataclasses
+import mmap
+import re
 import time
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from kernelcourse.args import ArgumentError
 from kernelcourse.backends import get_backend
 from kernelcourse.backends.compile_only import CompileError
 from kernelcourse.backends.compile_only.nvrtc import nvrtc_compile
+from kernelcourse.backends import cpu as cpu_backend
 from kernelcourse.backends.cpu import CpuBackend, KernelFault
 from kernelcourse.gemm import CPU_SUITE
 from kernelcourse.rungs import FP32
@@ -66,14 +69,57 @@ def test_the_same_kernel_with_its_guards_reads_nothing_it_should_not(cpu):
     assert verify(tiled(cpu, bug=0), CPU_SUITE, repeats=1).passed
 
 
-def test_an_access_one_element_past_the_end_faults(cpu):
-    """The array ends where its guard page starts (for sizes that are a multiple of 16 B)."""
-    kernel = cpu.compile(KERNELS / "scale.cu", "scale", {"BLOCK": 64})
-    x, y = cpu.to_device(np.ones(64, np.float32)), cpu.to_device(np.zeros(65, np.float32))
+def test_an_access_one_element_past_the_end_faults_on_every_other_launch():
+    """A kernel's 1st, 3rd, ... launch runs with each array ending where its guard page starts
+    (for sizes that are a multiple of 16 B), its 2nd, 4th, ... with each starting where its
+    guard ends (cpu.py's _Allocation): there x[64] lands in the slack after x's 256 bytes,
+    unseen, and reads 0."""
+    backend = CpuBackend(timeout_s=20)                        # this kernel's launches from 0
+    kernel = backend.compile(KERNELS / "scale.cu", "scale", {"BLOCK": 64})
+    x, y = backend.to_device(np.ones(64, np.float32)), backend.to_device(np.zeros(65, np.float32))
     kernel((1,), (64,), (y, 64, np.float32(2), x))            # n = 64: reads x[0..63]
-    assert np.array_equal(cpu.to_host(y)[:64], np.full(64, 2, np.float32))
+    assert np.array_equal(backend.to_host(y), [2.0] * 64 + [0.0])
+    kernel((2,), (64,), (y, 65, np.float32(3), x))            # n = 65: one element too many
+    assert np.array_equal(backend.to_host(y), [3.0] * 64 + [0.0])
     with pytest.raises(KernelFault, match=r"read past the end of x \(element 64 of an array of 64\)"):
-        kernel((2,), (64,), (y, 65, np.float32(2), x))        # n = 65: one element too many
+        kernel((2,), (64,), (y, 65, np.float32(2), x))
+
+
+@pytest.mark.parametrize("page", [mmap.PAGESIZE, 64 * 1024], ids=["this machine's pages", "64 KiB pages"])
+def test_a_read_before_the_start_faults_whatever_the_page_size(monkeypatch, page):
+    """in[-1] of a 16 KiB array, laid out for `page` (whole pages of this machine either way).
+    On a kernel's 1st launch the array ends at its guard: with 4 KiB pages it starts on a
+    page too, and the read faults; with 64 KiB pages (some AArch64 machines) it starts 48 KiB
+    into one, and the read lands unseen in the slack. On its 2nd the array starts at its guard,
+    and the read faults whatever the page size."""
+    monkeypatch.setattr(cpu_backend, "PAGE", page)
+    backend = CpuBackend(timeout_s=20)
+    kernel = backend.compile(PROBES, "read_at")
+    data, out = backend.to_device(np.arange(1, 4097, dtype=np.float32)), backend.to_device(np.ones(32, np.float32))
+    read = (r"illegal memory access: read before the start of in \(element -1 of an array of 4096\) at tests/kernels/"
+            rf"emulation_probes.cu:{line_of(PROBES, 'in[int(threadIdx.x) + offset]')}, by thread \(0, 0, 0\) of block \(0, 0, 0\)")
+    if 16 * 1024 % page == 0:
+        with pytest.raises(KernelFault, match=read):
+            kernel((1,), (32,), (data, out, -1))
+    else:
+        kernel((1,), (32,), (data, out, -1))
+        assert np.array_equal(backend.to_host(out), np.arange(32, dtype=np.float32))   # in[-1]: the slack's 0
+    with pytest.raises(KernelFault, match=read):
+        kernel((1,), (32,), (data, out, -1))
+
+
+@pytest.mark.parametrize("page", [mmap.PAGESIZE, 64 * 1024], ids=["this machine's pages", "64 KiB pages"])
+def test_a_read_before_the_start_is_the_same_verdict_whatever_the_page_size(monkeypatch, page):
+    """BUG=6 reads A[-1] at every shape: verify()'s three runs of a shape include one with A
+    starting at its guard, so every shape crashes, named, whatever the page size."""
+    monkeypatch.setattr(cpu_backend, "PAGE", page)
+    report = verify(tiled(CpuBackend(timeout_s=20), bug=6), CPU_SUITE, verbose=False)
+    line = line_of(KERNELS / "tiled_bugs.cu", "A[row * K + a_col - 1]")
+    assert report.cause == "crash", str(report)
+    for result in report.results:
+        assert re.search(rf"read before the start of A \(element -1 of an array of {result.shape.M * result.shape.K}\) at "
+                         rf"tests/kernels/tiled_bugs.cu:{line}, by thread \(0, 0, 0\) of block \(\d+, 0, 0\)",
+                         result.crash or ""), result.crash
 
 
 def test_a_kernel_that_never_finishes_is_stopped_and_reported_as_a_hang():

@@ -12,13 +12,17 @@ How the emulation gives what lab 01's README promises a student without a GPU:
   * races show: the fibers of a block take their turns in an order that changes from launch
     to launch (forward, reversed, shuffled with a recorded seed), so a missing barrier makes
     results move between identical launches and verify() names it `race`;
-  * out-of-bounds accesses are caught and named: every array sits just before a guard zone
-    as large as itself (an access past its end faults), and the fault's address,
-    instruction and thread come back with the array's name and the kernel's file and line.
-    An array starts on 16 bytes, as float4 loads need, so when its size is not a multiple
-    of 16 bytes an overrun of less than that lands in the slack before the guard and goes
-    unseen; an access before the start is caught only once it passes the slack of its
-    first page;
+  * out-of-bounds accesses are caught and named, whatever the page size: every array lies
+    between guard zones as large as itself, and the fault's address, instruction and thread
+    come back with the array's name and the kernel's file and line. A guard starts on a
+    page, so only one end of an array can touch its guard: a kernel's 1st, 3rd, ... launch
+    runs with each array ending where its guard begins (an access past the end faults), its
+    2nd, 4th, ... with each starting where its guard ends (an access before the start
+    faults), so verify()'s three runs of a shape see both. A launch of the other kind sees
+    that end only once the access passes the slack to the page boundary: up to a page, 4
+    KiB on x86-64, 64 KiB on some AArch64 machines. An array starts on 16 bytes, as float4
+    loads need, so an overrun of less than 16 bytes past a size that is not a multiple of
+    16 goes unseen;
   * a crash or a hang never takes the caller down: each launch runs in a child process with
     a time limit, which Python waits for (Ctrl-C stops it; the child dies with its caller),
     and its death becomes an exception that verify() reports as a verdict;
@@ -49,6 +53,7 @@ it. Any other CPU is refused (UnsupportedMachine).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import mmap
 import os
 import platform
@@ -104,31 +109,48 @@ _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
 class _Allocation:
-    """A shared mapping: a guard zone, the data (ending just before the next page), a guard
-    zone as large as the data, so that even an overrun by a whole array's length faults.
+    """A shared mapping that holds the data twice, each copy between guard zones as large as
+    the data (so that even an access a whole array's length away faults): a guard, the home
+    copy, ending just before the next guard, that guard, the twin copy, starting just after
+    it, a last guard.
 
+    A guard is whole pages, so each copy has slack, up to a page, between one of its ends
+    and a guard: the home copy before its start, the twin after its end. The data lives in
+    the home copy; a kernel's every other launch runs on the twin (the launcher copies the
+    data there and back), so that an access past either end faults, whatever the page size.
     Shared, so that the child process a launch runs in writes where the parent reads. The
     guard zones are address space only: pages never touched cost no memory.
     """
 
     def __init__(self, nbytes: int):
         data_pages = max(1, -(-nbytes // PAGE))
-        self.guard_bytes = data_pages * PAGE
-        self.map = mmap.mmap(-1, 3 * data_pages * PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        self.nbytes, self.guard_bytes = nbytes, data_pages * PAGE
+        self.map = mmap.mmap(-1, 5 * self.guard_bytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
-        self.guard_after = self.base + 2 * self.guard_bytes
-        # The data ends as close to the trailing guard as a 16-byte-aligned start allows.
-        self.start = (self.guard_after - nbytes) & ~(ALIGN - 1)
-        for guard in (self.base, self.guard_after):
-            if _libc.mprotect(guard, self.guard_bytes, 0) != 0:   # PROT_NONE: any access faults
+        # The home copy ends as close to its guard as a 16-byte-aligned start allows; the twin
+        # starts on a page, 16-byte aligned too, so an element's alignment is the same in both.
+        self.start = (self.base + 2 * self.guard_bytes - nbytes) & ~(ALIGN - 1)
+        self.twin = self.base + 3 * self.guard_bytes
+        for zone in (0, 2, 4):
+            if _libc.mprotect(self.base + zone * self.guard_bytes, self.guard_bytes, 0) != 0:   # PROT_NONE
                 raise OSError(ctypes.get_errno(), "mprotect of a guard zone failed")
 
-    def guard(self, address: int) -> str | None:
-        if self.base <= address < self.base + self.guard_bytes:
-            return "before the start"
-        if self.guard_after <= address < self.guard_after + self.guard_bytes:
-            return "past the end"
-        return None
+    def placed(self, pointer: int, twin: bool) -> int:
+        """Where `pointer` (into the home copy) is in the copy a launch runs on."""
+        return pointer - self.start + self.twin if twin else pointer
+
+    def move(self, to_twin: bool) -> None:
+        """The data copied to the twin, before a launch that runs on it, or back, after."""
+        source, target = (self.start, self.twin) if to_twin else (self.twin, self.start)
+        ctypes.memmove(target, source, self.nbytes)
+
+    def guard(self, address: int, pointer: int) -> str | None:
+        """Where a guard zone's `address` lies from the array at `pointer`, in the copy the
+        launch ran on; None outside every guard zone."""
+        zone = (address - self.base) // self.guard_bytes
+        if address < self.base or zone not in (0, 2, 4):
+            return None
+        return "before the start" if address < pointer else "past the end"
 
 
 class CpuArray(DeviceArray):
@@ -182,23 +204,37 @@ class CpuBackend(AddressBackend):
             self.launches[kernel_name] = seed + 1
             order = ORDERS[seed % len(ORDERS)]                  # forward, reversed, shuffled, ...
             self.schedules.append((order, seed))
+            # Every other launch runs on the arrays' twin copies (_Allocation): each start
+            # then touches its guard, as each end does on the others.
+            twin = seed % 2 == 1
+            where = lambda array: array.allocation.placed(array.pointer, twin)  # noqa: E731
+            placed = [dataclasses.replace(a, pointer=where(a)) if isinstance(a, CpuArray) else a for a in args]
+            arrays = [a.array if isinstance(a, TensorMap) else a for a in args
+                      if isinstance(a, (CpuArray, TensorMap))]
+            moved = {id(a.allocation): a.allocation for a in arrays} if twin else {}
             # a tensor map: its 128 bytes (a cpu array is always contiguous)
             values = [np.uint64(a.pointer) if isinstance(a, CpuArray) else
-                      encode_cpu(a.array.pointer, *layout(a, str(a.array.dtype), True, a.array.size))
-                      if isinstance(a, TensorMap) else a for a in args]
+                      encode_cpu(where(a.array), *layout(a, str(a.array.dtype), True, a.array.size))
+                      if isinstance(a, TensorMap) else a for a in placed]
             cells = [ctypes.create_string_buffer(v.tobytes(), max(8, v.nbytes)) for v in values]
             pointers = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
             page = mmap.mmap(-1, PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
             status = _Status.from_buffer(page)          # the child writes how it ended here
-            child = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
-                             ctypes.c_ulonglong(shared_mem), pointers,
-                             ORDERS.index(order), ctypes.c_ulonglong(seed),
-                             int(self.timeout_s * 1000), ctypes.byref(status))
-            if child < 0:
-                raise OSError("the cpu backend could not start a launch (fork failed)")
-            outcome = _wait(child, self.timeout_s, status)
+            for allocation in moved.values():
+                allocation.move(to_twin=True)
+            try:
+                child = function((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
+                                 ctypes.c_ulonglong(shared_mem), pointers,
+                                 ORDERS.index(order), ctypes.c_ulonglong(seed),
+                                 int(self.timeout_s * 1000), ctypes.byref(status))
+                if child < 0:
+                    raise OSError("the cpu backend could not start a launch (fork failed)")
+                outcome = _wait(child, self.timeout_s, status)
+            finally:                                    # what the launch wrote, home
+                for allocation in moved.values():
+                    allocation.move(to_twin=False)
             if outcome != 0:
-                raise KernelFault(_explain(status, kernel_name, params, args, path, self.timeout_s))
+                raise KernelFault(_explain(status, kernel_name, params, placed, path, self.timeout_s))
         return launch
 
     # -- arrays
@@ -294,7 +330,7 @@ def _explain(status: _Status, kernel: str, params, args, library: Path, timeout_
     if status.signal in (7, 11):
         access = {1: "write", 0: "read"}.get(status.is_write, "access")
         for param, value in zip(params, args):
-            if isinstance(value, CpuArray) and (side := value.allocation.guard(address)):
+            if isinstance(value, CpuArray) and (side := value.allocation.guard(address, value.pointer)):
                 element = (address - value.pointer) // value.dtype.itemsize
                 return (f"illegal memory access: {access} {side} of {param.name} (element "
                         f"{element} of an array of {value.size}){at}, by {who} of {kernel}")

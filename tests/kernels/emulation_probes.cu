@@ -13,6 +13,11 @@ extern "C" __global__ void big_frame(float* out, int n) {
     out[threadIdx.x] = scratch[n - 1 - threadIdx.x];
 }
 
+// Each thread reads the element `offset` from its own: before the start for a negative one.
+extern "C" __global__ void read_at(const float* in, float* out, int offset) {
+    out[threadIdx.x] = in[int(threadIdx.x) + offset];
+}
+
 // Only the first half of the block reaches the barrier: undefined on a GPU.
 extern "C" __global__ void half_barrier(float* out) {
     if (threadIdx.x < blockDim.x / 2) __syncthreads();

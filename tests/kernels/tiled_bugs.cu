@@ -8,6 +8,8 @@
 //   BUG=4  barrier 2 missing (write-after-read race on the tile)
 //   BUG=5  the tile loads read before they check: out-of-range elements are loaded, then
 //          replaced by 0, so every result is right but edge threads read past A and B
+//   BUG=6  the tile loads of A start one column early: the results are wrong, and thread
+//          (0, 0) of each block of the first row reads A[-1], before A's start
 // The fp16 entry point accumulates in half precision (the precision bug), and a
 // grid that is too small is a launcher bug, made by the test itself.
 #include "portable.h"
@@ -35,6 +37,9 @@ __device__ void tiled_gemm(const T* A, const T* B, T* C, int M, int N, int K) {
         const T a = A[row * K + a_col], b = B[b_row * N + col];
         As[ty][tx] = (row < M && a_col < K) ? a : T(0.0f);
         Bs[ty][tx] = (b_row < K && col < N) ? b : T(0.0f);
+#elif BUG == 6
+        As[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col - 1] : T(0.0f);
+        Bs[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : T(0.0f);
 #else
         As[ty][tx] = (row < M && a_col < K) ? A[row * K + a_col] : T(0.0f);
         Bs[ty][tx] = (b_row < K && col < N) ? B[b_row * N + col] : T(0.0f);
