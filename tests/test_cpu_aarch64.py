@@ -17,6 +17,9 @@ the system-call filter's program (qemu-user cannot install a guest's filter; the
 judges the program itself, on this ISA's call numbers). A GEMM's error is compared to the
 tolerance on each ISA, never across them: AArch64's GCC fuses a * b + c into one rounding
 by default and x86-64's does not, so a correct kernel's results differ in the last bits.
+Under qemu the driver runs twice side by side, with 4 KiB pages and with 64 KiB pages (the
+page of some AArch64 machines' kernels); and probes.cu runs once more built with pointer
+authentication (-mbranch-protection=standard, the default of some toolchains).
 
 The cross compiler and qemu are compile paths as the others are (tests/conftest.py): missing
 on a student's machine, the AArch64 test is skipped; on CI (KERNELCOURSE_REQUIRE_COMPILERS=1,
@@ -26,6 +29,7 @@ import platform
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -47,6 +51,7 @@ pytestmark = [pytest.mark.cpu_backend]
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "cpu_runtime_aarch64"
 CROSS, QEMU, SYSROOT = "aarch64-linux-gnu-g++", "qemu-aarch64-static", "/usr/aarch64-linux-gnu"
+ADDR2LINE, OBJDUMP = "aarch64-linux-gnu-addr2line", "aarch64-linux-gnu-objdump"
 CROSS_FIX = "sudo apt-get install g++-aarch64-linux-gnu qemu-user-static"
 
 LADDER = tuple(rung for lab in ("01", "02", "03") for rung in of_lab(lab))
@@ -122,7 +127,18 @@ def run(folder: Path, plan: Path, prefix: list[str], addr2line: str) -> tuple[li
         file, _, line = out.stdout.strip().split(" (discriminator")[0].rpartition(":")
         return f"{Path(file).name}:{line}"
 
-    return [re.sub(r"@(0x[0-9a-f]+)", line_of, line) for line in done.stdout.splitlines()], done.stderr
+    lines = [kernel_calls(re.sub(r"@(0x[0-9a-f]+)", line_of, line)) for line in done.stdout.splitlines()]
+    return lines, done.stderr
+
+
+def kernel_calls(line: str) -> str:
+    """A `calls` line with only its lines of probes.cu, each once: the launch code's frames
+    around them differ by ISA, and AArch64's link register holds a copy of the newest."""
+    if not line.startswith("calls"):
+        return line
+    head, _, calls = line.partition(", from")
+    kernels = dict.fromkeys(call for call in calls.split() if call.startswith("probes.cu:"))
+    return " ".join([f"{head}, from", *kernels])
 
 
 def probe_line(text: str) -> int:
@@ -147,13 +163,47 @@ def native(tmp_path_factory, plan) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def aarch64(tmp_path_factory, plan) -> tuple[list[str], str]:
+def aarch64_build(tmp_path_factory) -> Path:
     missing = [tool for tool in (CROSS, QEMU) if shutil.which(tool) is None]
     if missing:
         raise CompilerNotFound(f"{' and '.join(missing)} not on PATH: the AArch64 build of the cpu "
                                "runtime is not run", " and ".join(missing), CROSS_FIX)
-    folder = build(tmp_path_factory.mktemp("aarch64") / "aarch64", CROSS)
-    return run(folder, plan, [QEMU, "-L", SYSROOT, "-strace"], "aarch64-linux-gnu-addr2line")
+    return build(tmp_path_factory.mktemp("aarch64") / "aarch64", CROSS)
+
+
+@pytest.fixture(scope="module")
+def aarch64_runs(aarch64_build, plan) -> list[tuple[list[str], str]]:
+    """The driver under qemu, two runs side by side: with 4 KiB pages (and -strace), and with
+    -p 65536, where sysconf's page is 64 KiB, as on some AArch64 machines' kernels (Grace's,
+    Graviton's), and so is every guard but the stacks' (64 KiB already)."""
+    prefixes = ([QEMU, "-L", SYSROOT, "-strace"], [QEMU, "-p", "65536", "-L", SYSROOT])
+    with ThreadPoolExecutor(len(prefixes)) as pool:
+        return list(pool.map(lambda prefix: run(aarch64_build, plan, prefix, ADDR2LINE), prefixes))
+
+
+@pytest.fixture(scope="module")
+def aarch64(aarch64_runs) -> tuple[list[str], str]:
+    return aarch64_runs[0]
+
+
+@pytest.fixture(scope="module")
+def aarch64_64k(aarch64_runs) -> list[str]:
+    return aarch64_runs[1][0]
+
+
+@pytest.fixture(scope="module")
+def aarch64_pac(tmp_path_factory, aarch64_build) -> tuple[Path, list[str]]:
+    """probes.cu built with pointer authentication (-mbranch-protection=standard), under
+    qemu's -cpu max, which has it: the folder, and the driver's lines with an empty plan (no
+    GEMM)."""
+    folder = tmp_path_factory.mktemp("pac")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CXX", CROSS)
+        probes = cpu_compile(DRIVER / "probes.cu", options=("-mbranch-protection=standard",))
+    shutil.copy(probes, folder / "probes.so")
+    shutil.copy(aarch64_build / "driver", folder / "driver")
+    (folder / "plan.txt").write_text("")
+    return folder, run(folder, folder / "plan.txt", [QEMU, "-cpu", "max", "-L", SYSROOT], ADDR2LINE)[0]
 
 
 def test_the_runtime_gives_every_verdict_natively(native):
@@ -183,6 +233,21 @@ def test_the_runtime_gives_every_verdict_natively(native):
                                   f"probes.cu:{probe_line('out[n + threadIdx.x]')}, by thread (31, 0, 0) of block "
                                   "(0, 0, 0)"), native
     assert "in the guard below a thread's stack" in said["big frame"], native
+    # only thread 5 of block 2 overflows: the report names it, at a line of the function whose
+    # frame it could not hold, and the kernel's call of it, read from the stack above the guard
+    frame = re.fullmatch(r"signal 11, a write in the guard below a thread's stack, at probes.cu:(\d+), "
+                         r"by thread \(5, 0, 0\) of block \(2, 0, 0\)", said["one big frame"])
+    function = range(probe_line("frame_of_2_mib(int n"), probe_line("return scratch[n - 1 - t]") + 1)
+    assert frame and int(frame[1]) in function, native
+    assert said["calls, one big frame"] == f"signal 11, from probes.cu:{probe_line('deep ? frame_of_2_mib')}", native
+    # with 4 KiB pages a 16 KiB array starts on a page in either copy (64 KiB: a test below)
+    for copy in ("home", "twin"):
+        assert said[f"read before, {copy}"] == (
+            f"signal 11, a read before the start of in (-4 bytes), at probes.cu:"
+            f"{probe_line('in[int(threadIdx.x) - 1]')}, by thread (0, 0, 0) of block (0, 0, 0)"), native
+    # stopped in memcpy: the kernel's lines are the calls on the thread's stack, newest first
+    assert said["calls"] == ("signal 11, from " + " ".join(
+        f"probes.cu:{probe_line(text)}" for text in ("memcpy(to, in", "return 2.0f * copy_from", "1.0f + through"))), native
     assert said["misaligned"].startswith("checked (misaligned): 'const struct float4', 16-byte alignment, at "
                                          f"probes.cu:{probe_line('reinterpret_cast<const float4*>')}"), native
     assert said["printf"] == "from thread 0, clock() answered" and said["prints"] == "outcome 0", native
@@ -221,6 +286,32 @@ def test_aarch64_under_qemu_gives_the_same_verdicts(native, aarch64):
     suite = suite_of(aarch64[0])
     for rung in LADDER:
         assert all(v[3] == "pass" and v[5] <= TOLERANCE["fp32"] for v in suite[rung.name]), suite[rung.name]
+
+
+def test_aarch64_at_64_kib_pages_gives_the_same_verdicts_but_one(aarch64, aarch64_64k):
+    """Line for line the 4 KiB run's, but for a read of the element before a 16 KiB array in
+    its home copy (cpu.py's _Allocation): with 4 KiB pages the copy starts on a page, just
+    after its guard, and the read faults; with 64 KiB pages it starts 48 KiB into one, and the
+    read lands unseen in the slack. Its twin, which a kernel's every other launch runs on,
+    starts just after its guard whatever the page size: the read faults there on both."""
+    assert len(aarch64_64k) == len(aarch64[0]), aarch64_64k
+    faults = (f"signal 11, an access before the start of in (-4 bytes), at probes.cu:"
+              f"{probe_line('in[int(threadIdx.x) - 1]')}, by thread (0, 0, 0) of block (0, 0, 0)")
+    unseen = "outcome 0, by thread (0, 0, 0) of block (0, 0, 0)"
+    assert [(four, sixty_four) for four, sixty_four in zip(aarch64[0], aarch64_64k) if four != sixty_four] == [
+        (f"read before, home: {faults}", f"read before, home: {unseen}")], aarch64_64k
+    assert f"read before, twin: {faults}" in aarch64_64k
+
+
+def test_aarch64_with_pointer_authentication_gives_the_same_verdicts(aarch64, aarch64_pac):
+    """Each function of the build that calls another signs the return address it saves on the
+    stack, in the address's top bits; the fault report strips the signature (cpu_launch.h's
+    unsigned_address) before it looks for the kernel's calls there, so that every line, the
+    chain of calls into the kernel among them, is the unsigned build's."""
+    folder, lines = aarch64_pac
+    code = subprocess.run([OBJDUMP, "-d", str(folder / "probes.so")], capture_output=True, text=True, check=True)
+    assert "paciasp" in code.stdout           # the build does sign: else this would prove nothing
+    assert lines == [line for line in aarch64[0] if not line.startswith("gemm ")]
 
 
 def test_aarch64_makes_only_the_calls_its_filter_allows(aarch64):

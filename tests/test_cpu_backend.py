@@ -177,6 +177,23 @@ def test_a_stack_overflow_is_named_as_one():
         backend.compile(PROBES, "big_frame")((1,), (4,), (out, 1 << 19))
 
 
+def test_a_stack_overflow_names_the_thread_and_block_that_overflowed():
+    """Only thread 5 of block 2 calls a function whose frame its stack cannot hold: in every
+    order, the report names that thread and block, and a line of that function (the handler
+    writes who first, and reads the stack only above the guard the overflow reached)."""
+    backend = CpuBackend()
+    kernel = backend.compile(PROBES, "one_big_frame")
+    out = backend.to_device(np.zeros(4 * 8, np.float32))
+    kernel((2,), (8,), (out, 1 << 19))                        # no block 2: nobody overflows
+    first, last = line_of(PROBES, "deep_frame(int n"), line_of(PROBES, "return scratch[n - 1 - t]")
+    for _ in range(3):                                        # reversed, shuffled, forward
+        with pytest.raises(KernelFault) as stopped:
+            kernel((4,), (8,), (out, 1 << 19))
+        found = re.search(r"^stack overflow: thread \(5, 0, 0\) of block \(2, 0, 0\) of one_big_frame used more "
+                          r"than the 1 MiB .* at tests/kernels/emulation_probes.cu:(\d+) ", str(stopped.value))
+        assert found and first <= int(found[1]) <= last, str(stopped.value)
+
+
 def test_a_barrier_only_part_of_the_block_reaches_stops_the_launch(cpu):
     out = cpu.to_device(np.zeros(64, np.float32))
     with pytest.raises(KernelFault, match="divergent barrier: .* 32 threads wait at __syncthreads"

@@ -46,7 +46,8 @@ Timings are wall-clock times of the emulation, labelled so, and never GPU perfor
 
 It runs on Linux on x86-64, where all of it is tested, and on AArch64 Linux, where less is:
 the C runtime and labs 01-03's CPU suites, built by this backend's build and driven from C++
-under qemu-user on an x86-64 machine (tests/test_cpu_aarch64.py). This Python side, and the
+under qemu-user on an x86-64 machine, with 4 KiB and 64 KiB pages, and the runtime's probes
+with pointer authentication too (tests/test_cpu_aarch64.py). This Python side, and the
 other labs' kernels, have not run on AArch64, and no native AArch64 machine has run any of
 it. Any other CPU is refused (UnsupportedMachine).
 """

@@ -30,6 +30,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #endif
@@ -86,6 +87,7 @@ constexpr size_t PROBE_STRIDE = 4 * 1024;
 static Status* status;                      // shared with the parent
 static char* stacks_begin;                  // the fibers' stacks, for telling an overflow
 static char* stacks_end;
+static size_t stack_guard;                  // the bytes of the guard below each stack
 static char* shared_end;                    // the end of the dynamic shared memory, its guard's size
 static size_t shared_guard;
 static uintptr_t code_begin, code_end;      // this library's code segment
@@ -119,21 +121,45 @@ extern "C" [[noreturn]] void __stack_chk_fail() noexcept {
 
 namespace kc {
 
+// A return address as it points into the code. With AArch64's pointer authentication
+// (-mbranch-protection, the default of some toolchains), a function signs the return address
+// it saves on the stack, in the address's top bits; xpaclri (hint #7, a NOP on a CPU without
+// it) strips the signature from x30. Elsewhere an address is its own.
+static uintptr_t unsigned_address(uintptr_t address) {
+#if defined(__aarch64__)
+    register uintptr_t x30 __asm__("x30") = address;
+    __asm__("hint #7" : "+r"(x30));
+    return x30;
+#else
+    return address;
+#endif
+}
+
 // The return addresses into this library's code on the stack of the thread that stopped,
 // newest first (each minus one: inside its call instruction), for the backend to name the
 // kernel's line when the thread stopped in a function of another library. On AArch64 the
 // newest may be in the link register instead (a function that calls none never stores it):
-// on_fault notes it first, and passes `found` 1.
-static void note_calls(const uintptr_t* sp, unsigned found = 0) {
-    const char* stack = reinterpret_cast<const char*>(sp);
-    if (!(stacks_begin <= stack && stack < stacks_end)) return;      // not a fiber's stack
-    const size_t fiber = size_t(stack - stacks_begin) / STACK_BYTES;
-    const uintptr_t* top = reinterpret_cast<const uintptr_t*>(stacks_begin + (fiber + 1) * STACK_BYTES);
-    for (; sp < top && found < sizeof status->calls / sizeof status->calls[0]; ++sp)
-        if (code_begin <= *sp && *sp < code_end) status->calls[found++] = *sp - 1;
+// on_fault notes it first, and passes `found` 1. The scan starts no lower than the bottom of
+// the fiber's usable stack: after an overflow sp points into the guard below it, and a read
+// there would fault again inside the handler, which would die before its report.
+static void note_calls(uintptr_t sp, unsigned found = 0) {
+    const uintptr_t begin = uintptr_t(stacks_begin);
+    if (!(begin <= sp && sp < uintptr_t(stacks_end))) return;      // not a fiber's stack
+    const uintptr_t slot = begin + (sp - begin) / STACK_BYTES * STACK_BYTES;
+    const uintptr_t bottom = slot + stack_guard;                     // above the guard
+    const uintptr_t* word = reinterpret_cast<const uintptr_t*>(sp > bottom ? sp : bottom);
+    const uintptr_t* top = reinterpret_cast<const uintptr_t*>(slot + STACK_BYTES);
+    for (; word < top && found < sizeof status->calls / sizeof status->calls[0]; ++word) {
+        const uintptr_t address = unsigned_address(*word);
+        if (code_begin <= address && address < code_end) status->calls[found++] = address - 1;
+    }
 }
 
 static void on_fault(int signal, siginfo_t* info, void* context) {
+    // Who, first: should what follows fault too (it reads the thread's stack; a second
+    // SIGSEGV in here kills the child), the report still names the thread and block.
+    status->block = blockIdx;
+    status->thread = launch.current ? launch.current->thread : uint3{0, 0, 0};
     status->outcome = SIGNALLED;
     status->signal = signal;
     status->fault_address = reinterpret_cast<uint64_t>(info->si_addr);
@@ -147,15 +173,15 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
 #if defined(__linux__) && defined(__x86_64__)
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     status->pc = uint64_t(uc->uc_mcontext.gregs[REG_RIP]);
-    note_calls(reinterpret_cast<const uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]));
+    note_calls(uintptr_t(uc->uc_mcontext.gregs[REG_RSP]));
     status->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;   // page-fault error code
 #elif defined(__linux__) && defined(__aarch64__)
     const ucontext_t* uc = static_cast<const ucontext_t*>(context);
     status->pc = uint64_t(uc->uc_mcontext.pc);
-    const uintptr_t link = uintptr_t(uc->uc_mcontext.regs[30]);
+    const uintptr_t link = unsigned_address(uintptr_t(uc->uc_mcontext.regs[30]));
     const bool linked = code_begin <= link && link < code_end;
     if (linked) status->calls[0] = link - 1;
-    note_calls(reinterpret_cast<const uintptr_t*>(uc->uc_mcontext.sp), linked);
+    note_calls(uintptr_t(uc->uc_mcontext.sp), linked);
     // The kernel's records after the registers: a data abort's syndrome (ESR) says in bit 6
     // (WnR) whether it was a write. None (another signal; qemu-user writes none): unknown.
     for (const unsigned char* record = uc->uc_mcontext.__reserved;
@@ -173,8 +199,6 @@ static void on_fault(int signal, siginfo_t* info, void* context) {
 #else
     (void)context;
 #endif
-    status->block = blockIdx;
-    status->thread = launch.current ? launch.current->thread : uint3{0, 0, 0};
     _exit(128 + signal);
 }
 
@@ -209,12 +233,17 @@ static void confine() {
 static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(void*), void* args,
                      int mode, uint64_t seed) {
     // An alternate stack for the fault handler: a fiber that overflows its own stack can
-    // still be reported.
-    static char handler_stack[64 * 1024];
+    // still be reported. 64 KiB for the handler, above the signal frame the kernel says it
+    // needs (AT_MINSIGSTKSZ, 0 where it does not say: large vector registers make it grow).
     stack_t alternate = {};
-    alternate.ss_sp = handler_stack;
-    alternate.ss_size = sizeof handler_stack;
-    sigaltstack(&alternate, nullptr);
+    alternate.ss_size = 64 * 1024;
+#if defined(__linux__) && defined(AT_MINSIGSTKSZ)
+    alternate.ss_size += getauxval(AT_MINSIGSTKSZ);
+#endif
+    alternate.ss_sp = mmap(nullptr, alternate.ss_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (alternate.ss_sp == MAP_FAILED || sigaltstack(&alternate, nullptr) != 0)
+        stop("the cpu backend could not give its fault handler a stack of its own (sigaltstack)");
     struct sigaction action = {};
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -230,10 +259,11 @@ static void run_grid(dim3 grid, dim3 block, size_t shared_bytes, void (*body)(vo
     if (stacks == MAP_FAILED) stop("no memory for the threads' stacks");
     stacks_begin = stacks;
     stacks_end = stacks + (count + 1) * STACK_BYTES;
-    const size_t stack_guard = (PROBE_STRIDE + page - 1) / page * page;
+    stack_guard = (PROBE_STRIDE + page - 1) / page * page;
     for (unsigned t = 0; t < count; ++t) mprotect(stacks + t * STACK_BYTES, stack_guard, PROT_NONE);
     Fiber* fibers = static_cast<Fiber*>(mmap(nullptr, count * (sizeof(Fiber) + sizeof(int)),
                                              PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (fibers == MAP_FAILED) stop("no memory for the threads' fibers");
     int* order = reinterpret_cast<int*>(fibers + count);
 
     launch.body = body;

@@ -9,13 +9,14 @@
 // PLAN (see run_plan) names the GEMM libraries, labs 01-03's rungs and known-wrong tiled
 // kernels, and the shapes, launches and inputs to judge them on; PROBES.so is probes.cu. The
 // driver calls their launchers (kc_launch_<kernel>, what the backend calls through ctypes),
-// as cpu.py does: arrays ending at a guard zone, the order and seed of each launch, the
-// child waited for, kc::Status read. The launch code is compiled into the driver too (each
-// library keeps its own copy, local to it), for kc::Status and for a check of the fiber
-// switch itself, whose body needs what a kernel may not use (inline assembly, the rounding
-// mode). It prints one line per verdict; `@0x...` is an offset into the library of the
-// probe's line (the test names it with addr2line). The lines must be the same on every
-// ISA, but for a GEMM's error (run_gemm says why).
+// as cpu.py does: arrays ending at a guard zone (or starting at one, as on a kernel's every
+// other launch), the order and seed of each launch, the child waited for, kc::Status read.
+// The launch code is compiled into the driver too (each library keeps its own copy, local
+// to it), for kc::Status and for a check of the fiber switch itself, whose body needs what
+// a kernel may not use (inline assembly, the rounding mode). It prints one line per verdict;
+// `@0x...` is an offset into the library of the probe's line (the test names it with
+// addr2line). The lines must be the same on every ISA, but for a GEMM's error (run_gemm says
+// why) and the launch code's calls around the kernel's in a `calls` line.
 #include "cpu_launch.h"
 
 #include <algorithm>
@@ -34,21 +35,22 @@ using Launcher = int (*)(const unsigned*, const unsigned*, unsigned long long, v
 
 static const size_t PAGE = size_t(sysconf(_SC_PAGESIZE));
 
-// An array as cpu.py's _Allocation lays it out: a guard zone, the data (16-byte aligned,
-// ending as close to the next zone as that allows), a guard zone; shared, so that what the
-// launch's child writes, this process reads.
+// An array as cpu.py's _Allocation lays out a copy of it: a guard zone, the data, a guard
+// zone; the home copy (16-byte aligned, ending as close to the next zone as that allows),
+// or the twin a kernel's every other launch runs on (starting just after the zone before
+// it); shared, so that what the launch's child writes, this process reads.
 struct Array {
     char* base;
     size_t guard_bytes;
     char* data;
-    explicit Array(size_t bytes) {
+    explicit Array(size_t bytes, bool twin = false) {
         const size_t pages = bytes > PAGE ? (bytes + PAGE - 1) / PAGE : 1;
         guard_bytes = pages * PAGE;
         base = static_cast<char*>(mmap(nullptr, 3 * guard_bytes, PROT_READ | PROT_WRITE,
                                        MAP_SHARED | MAP_ANONYMOUS, -1, 0));
         if (base == MAP_FAILED) { perror("mmap"); exit(2); }
         const uintptr_t end = uintptr_t(base + 2 * guard_bytes);
-        data = reinterpret_cast<char*>((end - bytes) & ~uintptr_t(15));
+        data = twin ? base + guard_bytes : reinterpret_cast<char*>((end - bytes) & ~uintptr_t(15));
         mprotect(base, guard_bytes, PROT_NONE);
         mprotect(base + 2 * guard_bytes, guard_bytes, PROT_NONE);
     }
@@ -57,6 +59,9 @@ struct Array {
     template <typename T> T* as() const { return reinterpret_cast<T*>(data); }
     bool past_the_end(uint64_t address) const {
         return uintptr_t(base + 2 * guard_bytes) <= address && address < uintptr_t(base + 3 * guard_bytes);
+    }
+    bool before_the_start(uint64_t address) const {
+        return uintptr_t(base) <= address && address < uintptr_t(base + guard_bytes);
     }
 };
 
@@ -301,6 +306,9 @@ static void say(const char* label, const Status& s, const Array* array = nullptr
         if (array && array->past_the_end(s.fault_address))
             printf(" past the end of %s (+%llu bytes)", name,
                    (unsigned long long)(s.fault_address - uintptr_t(array->base + 2 * array->guard_bytes)));
+        else if (array && array->before_the_start(s.fault_address))
+            printf(" before the start of %s (-%llu bytes)", name,
+                   (unsigned long long)(uintptr_t(array->data) - s.fault_address));
         else if (s.guard == 1) printf(" in the guard below a thread's stack");
         else printf(" of an address outside every array and guard");
         printf(", at @0x%llx", (unsigned long long)(s.pc - s.library_base));
@@ -309,80 +317,15 @@ static void say(const char* label, const Status& s, const Array* array = nullptr
            s.block.x, s.block.y, s.block.z);
 }
 
-// -- the system-call filter, judged: every launch's child passes its BPF program to prctl,
-// which this driver defines in place of the C library's (the libraries' calls bind to the
-// executable's definition first, as its own launch code's do), runs on a set of calls, and
-// then installs. qemu-user refuses a guest's filter (it would filter qemu's own calls, the
-// host's): there (--under-qemu) the program is only judged.
-static bool under_qemu;
-static char* judged;                                   // shared: written in the child
-
-static uint32_t run_filter(const sock_fprog& program, const seccomp_data& call) {
-    uint32_t accumulator = 0;
-    for (unsigned pc = 0; pc < program.len; ++pc) {
-        const sock_filter& op = program.filter[pc];
-        switch (op.code) {
-        case BPF_LD | BPF_W | BPF_ABS: memcpy(&accumulator, reinterpret_cast<const char*>(&call) + op.k, 4); break;
-        case BPF_JMP | BPF_JEQ | BPF_K: pc += accumulator == op.k ? op.jt : op.jf; break;
-        case BPF_JMP | BPF_JGE | BPF_K: pc += accumulator >= op.k ? op.jt : op.jf; break;
-        case BPF_JMP | BPF_JSET | BPF_K: pc += (accumulator & op.k) ? op.jt : op.jf; break;
-        case BPF_RET | BPF_K: return op.k;
-        default: return 0xFFFFFFFFu;                   // an instruction this judge does not know
-        }
-    }
-    return 0xFFFFFFFEu;                                // fell off the end
+// The calls into the library on the stopped thread's stack (kc::Status's calls), newest first.
+static void say_calls(const char* label, const Status& s) {
+    printf("%s: signal %d, from", label, s.signal);
+    for (uint64_t call : s.calls)
+        if (call) printf(" @0x%llx", (unsigned long long)(call - s.library_base));
+    printf("\n");
 }
 
-struct Call { const char* name; int nr; unsigned long arg0, arg3; uint32_t arch; };
-
-static void judge(const sock_fprog& program) {
-#if defined(__x86_64__)
-    const uint32_t arch = AUDIT_ARCH_X86_64, other_arch = AUDIT_ARCH_I386;
-#else
-    const uint32_t arch = AUDIT_ARCH_AARCH64, other_arch = AUDIT_ARCH_ARM;
-#endif
-    const Call calls[] = {
-        {"write(1)", SYS_write, 1, 0, arch}, {"write(2)", SYS_write, 2, 0, arch},
-        {"write(3)", SYS_write, 3, 0, arch}, {"writev(1)", SYS_writev, 1, 0, arch},
-        {"mmap(anonymous)", SYS_mmap, 0, MAP_PRIVATE | MAP_ANONYMOUS, arch},
-        {"mmap(a file)", SYS_mmap, 0, MAP_PRIVATE, arch}, {"mprotect", SYS_mprotect, 0, 0, arch},
-        {"brk", SYS_brk, 0, 0, arch}, {"clock_gettime", SYS_clock_gettime, 0, 0, arch},
-        {"exit_group", SYS_exit_group, 0, 0, arch}, {"openat", SYS_openat, 0, 0, arch},
-        {"getpid", SYS_getpid, 0, 0, arch}, {"clone", SYS_clone, 0, 0, arch},
-        {"execve", SYS_execve, 0, 0, arch}, {"kill", SYS_kill, 0, 0, arch},
-        {"socket", SYS_socket, 0, 0, arch}, {"write(1), another ABI", SYS_write, 1, 0, other_arch},
-#if defined(__x86_64__)
-        {"write(1), another ABI", int(SYS_write | __X32_SYSCALL_BIT), 1, 0, arch},        // x32
-#endif
-    };
-    std::string text;
-    for (const Call& c : calls) {
-        seccomp_data call = {};
-        call.nr = c.nr;
-        call.arch = c.arch;
-        call.args[0] = c.arg0;
-        call.args[3] = c.arg3;
-        const uint32_t verdict = run_filter(program, call);
-        const char* said = verdict == SECCOMP_RET_ALLOW ? "allow" : verdict == SECCOMP_RET_TRAP ? "trap (SIGSYS)"
-                         : verdict == SECCOMP_RET_KILL_PROCESS ? "kill" : "no verdict";
-        const std::string line = std::string("filter: ") + c.name + " " + said + "\n";
-        if (text.find(line) == std::string::npos) text += line;   // x32's line is the 32-bit one's
-    }
-    snprintf(judged, PAGE, "%s", text.c_str());
-}
-
-extern "C" int prctl(int option, ...) noexcept {
-    va_list list;
-    va_start(list, option);
-    unsigned long args[4];
-    for (unsigned long& arg : args) arg = va_arg(list, unsigned long);
-    va_end(list);
-    if (option == PR_SET_SECCOMP && args[0] == SECCOMP_MODE_FILTER) {
-        judge(*reinterpret_cast<const sock_fprog*>(args[1]));
-        if (under_qemu) return 0;
-    }
-    return int(syscall(SYS_prctl, option, args[0], args[1], args[2], args[3]));
-}
+#include "filter_judge.h"              // the system-call filter, judged
 
 int main(int argc, char** argv) {
     if (argc < 3) { fprintf(stderr, "usage: %s PLAN PROBES.so [--under-qemu]\n", argv[0]); return 2; }
@@ -408,6 +351,16 @@ int main(int argc, char** argv) {
     say("write past", launch(probes, "write_past", {1, 1, 1}, {32, 1, 1}, {&psmall, &n}, 1, 1), &small, "out");
     int frame = 1 << 19;
     say("big frame", launch(probes, "big_frame", {1, 1, 1}, {4, 1, 1}, {&pout, &frame}));
+    const Status& deep = launch(probes, "one_big_frame", {4, 1, 1}, {8, 1, 1}, {&pout, &frame}, 2, 5);
+    say("one big frame", deep);
+    say_calls("calls, one big frame", deep);     // read from the stack above the guard sp is in
+    // 16 KiB: the home copy starts on a page where pages are 4 KiB, 48 KiB after one where 64
+    Array home(16 * 1024), twin(16 * 1024, true);
+    void *phome = home.data, *ptwin = twin.data;
+    say("read before, home", launch(probes, "read_before", {1, 1, 1}, {32, 1, 1}, {&phome, &pout}), &home, "in");
+    say("read before, twin", launch(probes, "read_before", {1, 1, 1}, {32, 1, 1}, {&ptwin, &pout}), &twin, "in");
+    int past = 2 * n;
+    say_calls("calls", launch(probes, "copies_past", {1, 1, 1}, {1, 1, 1}, {&pin, &pout, &past}));
     say("misaligned", launch(probes, "misaligned", {1, 1, 1}, {8, 1, 1}, {&pin, &pout}));
 
     const Status& printed = launch(probes, "prints", {1, 1, 1}, {32, 1, 1}, {&pout});

@@ -34,6 +34,33 @@ extern "C" __global__ void big_frame(float* out, int n) {
     out[threadIdx.x] = frame_of_2_mib(n, threadIdx.x) + used[threadIdx.x];
 }
 
+// Only thread 5 of block 2 calls frame_of_2_mib: the report must name that thread and block.
+extern "C" __global__ void one_big_frame(float* out, int n) {
+    const bool deep = blockIdx.x == 2 && threadIdx.x == 5;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = deep ? frame_of_2_mib(n, threadIdx.x) : 0.0f;
+}
+
+// Thread 0 reads the element before `in`: into the guard before it, where `in` starts there.
+extern "C" __global__ void read_before(const float* in, float* out) {
+    out[threadIdx.x] = in[int(threadIdx.x) - 1];
+}
+
+// kernel -> through -> copy_from -> the C library's memcpy, which reads past the end of `in`:
+// the thread stops outside the kernel's code, and the report finds its lines in the return
+// addresses on the thread's stack (which AArch64's pointer authentication signs).
+static __device__ __noinline__ float copy_from(const float* in, float* to, int n) {
+    memcpy(to, in, sizeof(float) * n);
+    return to[0];
+}
+
+static __device__ __noinline__ float through(const float* in, float* to, int n) {
+    return 2.0f * copy_from(in, to, n);
+}
+
+extern "C" __global__ void copies_past(const float* in, float* out, int n) {
+    out[0] = 1.0f + through(in, out, n);
+}
+
 // A float4 load from `in` + 1: misaligned, as a GPU says.
 extern "C" __global__ void misaligned(const float* in, float* out) {
     const float4 v = *reinterpret_cast<const float4*>(in + 1 + 4 * threadIdx.x);

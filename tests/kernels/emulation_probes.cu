@@ -13,6 +13,18 @@ extern "C" __global__ void big_frame(float* out, int n) {
     out[threadIdx.x] = scratch[n - 1 - threadIdx.x];
 }
 
+// Only thread 5 of block 2 calls deep_frame, whose frame of 2 MiB its stack cannot hold.
+static __device__ __noinline__ float deep_frame(int n, int t) {
+    float scratch[1 << 19];
+    for (int i = 0; i < n; ++i) scratch[i] = float(i);
+    return scratch[n - 1 - t];
+}
+
+extern "C" __global__ void one_big_frame(float* out, int n) {
+    const bool deep = blockIdx.x == 2 && threadIdx.x == 5;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = deep ? deep_frame(n, threadIdx.x) : 0.0f;
+}
+
 // Each thread reads the element `offset` from its own: before the start for a negative one.
 extern "C" __global__ void read_at(const float* in, float* out, int offset) {
     out[threadIdx.x] = in[int(threadIdx.x) + offset];
