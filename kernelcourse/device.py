@@ -90,9 +90,9 @@ def _amd() -> Device:
 
 FIXES = {"nvidia": "rm -rf .venv && make setup (the CuPy wheel matching the driver's CUDA "
                    "major), then make doctor; where set-up refuses this GPU, BACKEND=cpu runs "
-                   "the labs on the CPU",
+                   "the C kernels on the CPU",
          "amd": "rm -rf .venv && make setup (the hip-python matching ROCm's version), then "
-                "make doctor; where set-up refuses this GPU, BACKEND=cpu runs the labs on the CPU"}
+                "make doctor; where set-up refuses this GPU, BACKEND=cpu runs the C kernels on the CPU"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -97,11 +97,13 @@ class LabRun:
             print(f"{rung.name}{' ' + label if label else ''}: skipped: {why}")
         return why
 
-    def impls(self, rung) -> list[GemmImpl]:
+    def impls(self, rung, variants: tuple[dict, ...] = ()) -> list[GemmImpl]:
         """The rung's implementations this run includes: its C kernel (on the GPU, or on the
-        cpu backend with no GPU) where this GPU can run it (else a line saying why), and its
-        Triton twin, where it has one."""
-        found = [rung.c_impl(self.c)] if self.c is not None and not self.refused(rung) else []
+        cpu backend with no GPU), then that kernel built with each dict of defines in
+        `variants`, each where this GPU can run it (else a line saying why), and its Triton
+        twin, where it has one."""
+        builds = ({}, *variants) if self.c is not None else ()
+        found = [rung.c_impl(self.c, **d) for d in builds if not self.refused(rung, **d)]
         if self.triton is not None and rung.twin is not None:
             found.append(rung.triton_impl(self.triton))
         return found
@@ -141,10 +143,7 @@ class LabRun:
     def benchmark(self, rung, variants: tuple[dict, ...] = ()) -> list[bench.Timing]:
         """The rung's implementations (its C kernel also built with each dict of defines in
         `variants`) timed by timed(), with the rung's warm-up and repeats."""
-        found = self.impls(rung)
-        if self.c is not None:
-            found[1:1] = [rung.c_impl(self.c, **d) for d in variants if not self.refused(rung, **d)]
-        return self.timed(found, **rung.bench_kwargs)
+        return self.timed(self.impls(rung, variants), **rung.bench_kwargs)
 
     def timed(self, found: list[GemmImpl], library_dtype: str = "fp32",
               sizes: tuple[int, ...] = (), **bench_kwargs) -> list[bench.Timing]:
@@ -209,8 +208,8 @@ def resolve(backend: str, kinds: tuple[str, ...] = KINDS) -> tuple:
     try:
         device = detect()
     except DeviceDetectionError as exc:
-        raise Refused(f"{str(exc).splitlines()[0]} (make doctor says more; BACKEND=cpu runs the "
-                      "C kernels on the CPU)") from None
+        hint = "; BACKEND=cpu runs the C kernels on the CPU" if "c" in kinds else ""
+        raise Refused(f"{str(exc).splitlines()[0]} (make doctor says more{hint})") from None
     if backend in GPU_VENDOR and device.vendor != GPU_VENDOR[backend]:
         raise Refused(f"no {GPU_VENDOR[backend].upper()} GPU here (make doctor says what is)")
     wants_c = "c" in kinds and backend != "triton"

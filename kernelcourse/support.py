@@ -307,6 +307,8 @@ def column(device, matrix: dict | None = None) -> list[str]:
             text = f"may run (not compiled for {device.arch})"
         elif there["status"] == "refused":         # the table refuses it; this GPU's runtime does not
             text = f"may run here (the matrix's stand-in for {device.arch} refuses it: {there['why']})"
+        elif there["status"] == "not built here":
+            text = f"may run (the machine that made the matrix had no compiler for {device.arch})"
         else:
             text = cell_text(there)
         rung = RUNG.get(cell["rung"]) if cell["kind"] == "c" else None

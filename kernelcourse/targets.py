@@ -41,7 +41,7 @@ FEATURES = {
     "tma": "sm_90 or newer",                        # the tensor memory accelerator: Hopper
     "wgmma": "sm_90 (Hopper), built for sm_90a",    # Hopper's alone: Blackwell has tcgen05
     "mfma": "an AMD GPU with MFMA (CDNA)",          # gfx908, gfx90a, gfx94x, gfx95x
-    "mfma.bf16": "an AMD CDNA GPU from gfx90a (MI200) on",  # gfx908 (MI100): no 16x16x16 bf16
+    "mfma.bf16": "an AMD CDNA GPU from gfx90a (MI200) on",  # 16x16x16 bf16; gfx908 has other shapes
     "wmma": "an AMD RDNA3 or RDNA4 GPU",            # gfx11, gfx12: WMMA over 32-wide waves
 }
 
@@ -89,8 +89,8 @@ def block_shared(device: Device, dynamic: bool) -> int | None:
     """Shared memory one block of a kernel may have on `device`: shared_of(), and on NVIDIA at
     most NVIDIA_STATIC_SHARED where the kernel declares it all statically (`dynamic` False)."""
     limit = shared_of(device)
-    if limit and device.vendor == "nvidia" and not dynamic:
-        return min(limit, NVIDIA_STATIC_SHARED)
+    if device.vendor == "nvidia" and not dynamic:
+        return min(limit or NVIDIA_STATIC_SHARED, NVIDIA_STATIC_SHARED)
     return limit
 
 

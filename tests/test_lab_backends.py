@@ -155,7 +155,10 @@ def test_backend_cpu_asks_no_gpu_where_the_environment_cannot_drive_the_one_here
     with pytest.raises(lab.Refused, match=r"asking its runtime failed.*\(make doctor says more; "
                                           r"BACKEND=cpu runs the C kernels on the CPU\)$"):
         lab.resolve("auto", ("c", "triton"))
-    assert "BACKEND=cpu runs the labs on the CPU" in FIXES["nvidia"] and "BACKEND=cpu" in FIXES["amd"]
+    assert "BACKEND=cpu runs the C kernels" in FIXES["nvidia"] and "BACKEND=cpu" in FIXES["amd"]
+    with pytest.raises(lab.Refused) as triton_only:                # lab 05: no C kernels to offer
+        lab.resolve("cpu", ("triton",))
+    assert "BACKEND=cpu" not in str(triton_only.value)
 
 
 @pytest.mark.parametrize("system", ["Darwin", "Windows"])

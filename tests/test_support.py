@@ -59,7 +59,7 @@ def test_the_rules_give_the_limits_and_instructions_the_references_give():
     assert targets.features("sm_90a") == {"mma.sync", "tma", "wgmma"}
     assert targets.features("sm_100") == {"mma.sync", "tma"}              # no wgmma on Blackwell
     assert targets.features("gfx942") == {"mfma", "mfma.bf16"} and targets.features("gfx1100") == {"wmma"}
-    assert targets.features("gfx908") == {"mfma"}                          # MI100: no bf16 MFMA
+    assert targets.features("gfx908") == {"mfma"}          # MI100: no 16x16x16 bf16 MFMA
     assert targets.features("gfx1030") == set() and targets.features(None) == set()
 
 
@@ -134,9 +134,22 @@ def test_a_gpu_outside_the_matrix_gets_every_lab_s_decision_by_the_same_rules(ar
                     capsys.readouterr()
                 else:
                     assert printed == "" and rung.c_impl(backend, **precision) and compiled == [rung.kernel]
-    labels = {r.name: run.refused(r) for r in rungs.of_lab("08")}
-    assert all(labels.values()) == (arch != "sm_90")
     capsys.readouterr()
+
+
+def test_a_refused_variant_is_left_out_of_what_a_lab_times_and_the_rest_keep_their_order(capsys):
+    """LabRun.impls (what LabRun.benchmark times): the default build, then each variant this
+    GPU can run, each refused one said in one line; lab 07 asks its first rung for bf16 on
+    behalf of all three, so all three need the same for it."""
+    compiled = []
+    backend = SimpleNamespace(device=targets.BY_ARCH["sm_90"].device(), name="stand-in",
+                              compile=lambda source, kernel, defines: compiled.append(defines) or (lambda *a: None))
+    run = lab.LabRun("auto", 4096, backend, None)
+    found = run.impls(rungs.RUNG["mma_pipeline"], ({"STAGES": 4}, {"STAGES": 2}))
+    said = capsys.readouterr().out
+    assert len(found) == 2 and [d["STAGES"] for d in compiled] == [3, 2], compiled
+    assert said.startswith("mma_pipeline STAGES=4: skipped:") and "49152 B declared statically" in said
+    assert len({repr(r.bf16_needs) for r in rungs.of_lab("07")}) == 1 and rungs.of_lab("07")[0].bf16_needs
 
 
 def test_a_statically_declared_tile_past_48_kb_is_refused_on_nvidia_whatever_its_opt_in():
@@ -150,6 +163,9 @@ def test_a_statically_declared_tile_past_48_kb_is_refused_on_nvidia_whatever_its
     assert pipeline.refusal(targets.BY_ARCH["gfx90a"].device(), STAGES=4, BM=64) is None
     ahead = rungs.RUNG["mma_ahead"]                                         # dynamic: 144 KB fits
     assert ahead.dynamic_shared and ahead.refusal(h200) is None
+    pascal = Device("nvidia", "GTX 1080", "sm_61", 32, 20)                  # no limit known: still 48 KB
+    big = {"BM": 256, "BN": 128, "BK": 16, "WM": 64, "WN": 64}             # 49664 B of warp_tiling
+    assert "allows 49152 B" in rungs.RUNG["warp_tiling"].refusal(pascal, **big)
 
 
 def test_a_sample_of_compiled_cells_rebuilds_here_to_the_committed_numbers():

@@ -334,13 +334,19 @@ def test_shared_memory_model_matches_the_compiler(aot):
 def test_before_sm80_the_model_is_one_slice_and_a_bound(dtype):
     """A T4 (sm_75) has no asynchronous copy into shared memory, so Triton keeps one slice
     of A and B whatever num_stages says: the model is exact in fp16 and an upper bound in
-    fp32, for every NVIDIA candidate as sm_75's compiler builds it."""
-    cfgs = {configs.config_name(c): c for c in configs.NVIDIA_CONFIGS}
-    rows = aot_report._report_rows("masked", dtype, "sm_75")
+    fp32, on NVIDIA candidates of each shape (square, wide, tall, thin K, 2 warps) as sm_75's
+    compiler builds them."""
+    from kernelcourse.backends.compile_only import triton_compile_many
+    picked = [c for c in configs.configs_for("nvidia") if configs.config_name(c) in (
+        "128x256x64 s3 w8 g8", "128x128x64 s4 w4 g8", "128x64x64 s4 w4 g8", "128x256x32 s3 w8 g8",
+        "128x64x32 s4 w2 g8")]
+    builds = triton_compile_many(aot_report.matmul_kernel,
+                                 [aot_report.compile_job(c, dtype, "sm_75") for c in picked])
+    assert len(builds) == len(picked) == 5
     width = 2 if dtype == "fp16" else 4
-    for r in rows:
-        estimate = configs.shared_bytes_estimate(cfgs[r["config"]], width, "sm_75")
-        assert estimate == r["shared_bytes"] if dtype == "fp16" else estimate >= r["shared_bytes"], r
+    for cfg, build in zip(picked, builds):
+        estimate, compiled = configs.shared_bytes_estimate(cfg, width, "sm_75"), build.resources.shared_bytes
+        assert estimate == compiled if dtype == "fp16" else estimate >= compiled, (configs.config_name(cfg), compiled)
 
 
 def test_a_t4_is_offered_what_it_has_and_every_precision_has_candidates(monkeypatch):

@@ -17,8 +17,8 @@ def needs(nvidia: str) -> dict:
     return {"nvidia": ("mma.sync", nvidia), "amd": ("mfma", "its matrix-core instructions (MFMA)")}
 
 
-# bf16 on AMD's matrix cores: v_mfma_f32_16x16x16_bf16 came with gfx90a (MI200); gfx908 (MI100)
-# has MFMA for fp16 only, and mma.h stops a bf16 build for it.
+# bf16 on AMD's matrix cores in mma.h's shape: v_mfma_f32_16x16x16_bf16 came with gfx90a (MI200);
+# gfx908 (MI100) has bf16 MFMA in other shapes only, and mma.h stops a bf16 build for it.
 BF16_NEEDS = {"amd": ("mfma.bf16", "bf16 on the matrix cores (v_mfma_f32_16x16x16_bf16)")}
 
 
