@@ -170,14 +170,15 @@ def predicted(device_name: str = "H200") -> tuple[str, list[dict]]:
     """Without a GPU: what the datasheet roofline allows each rung (its attainable bound)."""
     sheet = roofline.datasheet(device_name)
     peak, bw = sheet["fp32"], sheet["hbm"]
+    width = max(len(rung.name) for rung in FP32)
     lines = [f"Roofline bound on {device_name} ({sheet['source']}: {peak} TFLOP/s fp32, "
              f"{bw} TB/s; ridge {roofline.ridge_point(peak, bw):.1f} FLOP/byte)",
-             f"{'rung':10} {'FLOP/byte':>9} {'bound TFLOP/s':>13}  limited by"]
+             f"{'rung':{width}} {'FLOP/byte':>9} {'bound TFLOP/s':>13}  limited by"]
     points = []
     for rung in FP32:
         i = rung.intensity()
         bound = min(peak, i * bw)
-        lines.append(f"{rung.name:10} {i:9.2f} {bound:13.1f}  "
+        lines.append(f"{rung.name:{width}} {i:9.2f} {bound:13.1f}  "
                      f"{'memory bandwidth' if i * bw < peak else 'fp32 FMA rate'}")
         points.append({"label": f"{rung.name} (bound)", "intensity": i, "tflops": bound})
     # The measured table printed before this one has the naive rung far above its bound:
