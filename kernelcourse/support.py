@@ -48,7 +48,7 @@ def c_cell(lab: str, rung, target: targets.Target, strict: bool = False) -> dict
     built here (its compiler is missing on this machine; strict: CompilerNotFound)."""
     cell = {"lab": lab, "rung": rung.name, "kind": "c", "target": target.arch}
     device = target.device()
-    if found := rung.refusal_reason(device):
+    if found := refusal(cell, device):
         return {**cell, "status": "refused", "missing": found[0], "why": found[1]}
     build = rung.build(device.lockstep_width)
     arch = target.arch + rung.arch_suffix

@@ -90,7 +90,7 @@ def support(archs: list[str]) -> list[dict]:
     the TMA kernel with its first candidate where refusal() allows it."""
     masked, tma, cells = [], [], []
     for arch in archs:
-        vendor = "amd" if arch.startswith("gfx") else "nvidia"
+        vendor = targets.BY_ARCH[arch].vendor
         fits = usable(configs_for(vendor), 2, "ieee", arch, targets.shared_limit(arch))
         masked.append((arch, fits[0]))
         if found := refusal("tma", arch):
